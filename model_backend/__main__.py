@@ -1,0 +1,43 @@
+"""Command line: ``python -m model_backend export --model ID_OR_DIR --prompt TEXT [--bos] --out FILE.npz``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from transformers.utils import logging as transformers_logging
+
+from .capture import capture_run
+from .errors import BackendError
+from .export import EXPORT_TOP_K, write_npz
+from .loading import load_model
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m model_backend", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    export = commands.add_parser("export", help="run one prompt and write every captured value to an NPZ file")
+    export.add_argument("--model", required=True, help="a Hub id (gpt2, distilgpt2, ...) or a local folder")
+    export.add_argument("--prompt", required=True, help="the text to run")
+    export.add_argument("--bos", action="store_true", help="put the model's BOS token first")
+    export.add_argument("--top-k", type=int, default=EXPORT_TOP_K, help="logit-lens tokens kept per cell")
+    export.add_argument("--out", required=True, help="the .npz file to write")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
+    transformers_logging.disable_progress_bar()
+    try:
+        loaded = load_model(arguments.model)
+        run = capture_run(loaded, arguments.prompt, bos=arguments.bos)
+        write_npz(loaded, run, arguments.out, k=arguments.top_k)
+    except (BackendError, OSError, MemoryError) as error:
+        print(f"error: {error}".splitlines()[0], file=sys.stderr)
+        return 2
+    print(f"wrote {arguments.out}: {run.seq_len} tokens, {run.n_layers} blocks of {run.model_name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

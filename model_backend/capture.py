@@ -1,0 +1,138 @@
+"""One forward pass with torch hooks that keeps every named value of the residual stream.
+
+Hooks keep references to the tensors the model creates anyway, so nothing is copied: a block's output and the next
+block's input are one array. The attention pattern is reduced in its hook to what the sink analysis needs (the
+attention each key receives), and recomputed in full only when asked for (see ``Run.attention_probabilities``).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from .loading import LoadedModel
+from .names import LAYER_VALUES, MODEL_VALUES, ValueName
+from .run import Run
+from .tokens import encode_prompt, token_strings
+
+CAPTURED_LAYER_VALUES = tuple(v for v in LAYER_VALUES if v.name != "attention_probabilities")
+CAPTURED_MODEL_VALUES = tuple(v for v in MODEL_VALUES if v.name != "logits")
+
+
+def capture_run(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> Run:
+    """Run ``prompt`` through the model once and return every standardized value it computed."""
+    token_ids = encode_prompt(loaded, prompt, bos=bos)
+    recorder = _Recorder(loaded)
+    started = time.perf_counter()
+    with loaded.hook_lock, torch.inference_mode(), recorder.hooked():
+        output = loaded.model(input_ids=torch.tensor([token_ids]), use_cache=False)
+    seconds = time.perf_counter() - started
+    recorder.values["logits"] = output.logits[0].numpy()
+    return Run(
+        model_name=loaded.display_name,
+        prompt=prompt,
+        bos=bos,
+        token_ids=np.asarray(token_ids, dtype=np.int64),
+        tokens=token_strings(loaded, token_ids),
+        values=recorder.values,
+        attention_column_sums=np.stack(recorder.column_sums),
+        attention_diagonal=np.stack(recorder.diagonals),
+        value_norms=np.stack(recorder.value_norms),
+        n_layers=loaded.n_layers,
+        n_heads=loaded.n_heads,
+        n_kv_heads=loaded.n_kv_heads,
+        seconds=seconds,
+        recompute_pattern=recorder.pattern_recomputer(),
+    )
+
+
+def first_tensor(value) -> torch.Tensor:
+    """A module's main tensor: itself, or the first element of the tuple some modules return."""
+    return value if isinstance(value, torch.Tensor) else value[0]
+
+
+def without_batch(tensor: torch.Tensor) -> np.ndarray:
+    """A zero-copy numpy view of a [1, seq, ...] tensor's only row."""
+    return tensor.detach()[0].numpy() if tensor.dim() == 3 else tensor.detach().numpy()
+
+
+class _Recorder:
+    """Registers the capture hooks for one pass and collects what they read."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+        self.values: dict[str, np.ndarray] = {}
+        self.column_sums: list[np.ndarray] = [None] * loaded.n_layers
+        self.diagonals: list[np.ndarray] = [None] * loaded.n_layers
+        self.value_norms: list[np.ndarray] = [None] * loaded.n_layers
+        self.attention_calls: list[tuple[tuple, dict]] = [None] * loaded.n_layers
+
+    @contextmanager
+    def hooked(self):
+        handles = []
+        try:
+            for value in CAPTURED_MODEL_VALUES:
+                handles += self._hook_value(value, None)
+            for layer in range(self.loaded.n_layers):
+                for value in CAPTURED_LAYER_VALUES:
+                    handles += self._hook_value(value, layer)
+                handles.append(self.loaded.module("attention", layer).register_forward_hook(
+                    self._attention_reader(layer), with_kwargs=True))
+                value_projection = self.loaded.model.get_submodule(self.loaded.family.value_projection.format(i=layer))
+                handles.append(value_projection.register_forward_hook(self._value_norm_reader(layer)))
+            yield self
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def _hook_value(self, value: ValueName, layer: int | None) -> list:
+        """Hook the module that ``value`` is read at (input or output); nothing if the family lacks it."""
+        module = self.loaded.module(value.role, layer)
+        if module is None:
+            return []
+        key = value.full_name(layer)
+
+        if value.side == "input":
+            def read_input(_module, args, kwargs):
+                self.values[key] = without_batch(args[0] if args else kwargs["hidden_states"])
+            return [module.register_forward_pre_hook(read_input, with_kwargs=True)]
+
+        def read_output(_module, _args, output):
+            self.values[key] = without_batch(first_tensor(output))
+        return [module.register_forward_hook(read_output)]
+
+    def _attention_reader(self, layer: int):
+        """Keep the call's mask and positions for recomputation, and reduce the pattern to per-key sums."""
+        def read(_module, args, kwargs, output):
+            pattern = output[1][0]  # [heads, query, key]
+            self.column_sums[layer] = pattern.sum(dim=1).numpy()
+            self.diagonals[layer] = pattern.diagonal(dim1=1, dim2=2).numpy().copy()
+            self.attention_calls[layer] = (args[1:], {k: v for k, v in kwargs.items() if k != "hidden_states"})
+        return read
+
+    def _value_norm_reader(self, layer: int):
+        """Norm of every head's value vector at every position, from the projection that makes the values."""
+        which, of = self.loaded.family.value_chunk
+        n_kv_heads = self.loaded.n_kv_heads
+
+        def read(_module, _args, output):
+            values = output[0].chunk(of, dim=-1)[which]  # [seq, kv_heads * head_dim]
+            per_head = values.unflatten(-1, (n_kv_heads, -1))  # [seq, kv_heads, head_dim]
+            self.value_norms[layer] = per_head.norm(dim=-1).T.numpy()  # [kv_heads, seq]
+        return read
+
+    def pattern_recomputer(self):
+        """A function that rebuilds one block's pattern from its stored input with the same modules and mask."""
+        loaded, values, calls = self.loaded, self.values, self.attention_calls
+
+        def recompute(layer: int) -> np.ndarray:
+            layer_input = torch.from_numpy(values[f"layers.{layer}.layer_input"])[None]
+            args, kwargs = calls[layer]
+            with torch.inference_mode():
+                normed = loaded.module("attention_norm", layer)(layer_input)
+                _, pattern = loaded.module("attention", layer)(normed, *args, **kwargs)
+            return pattern[0].numpy()
+        return recompute

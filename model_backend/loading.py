@@ -1,0 +1,130 @@
+"""Load a causal LM and its tokenizer by Hub id, local folder or the HF cache, ready for capture.
+
+Models load in float32 with eager attention (the only path that exposes the attention pattern), in eval mode, and
+never with ``trust_remote_code``. The architecture is checked from the config before any weight is read.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+from huggingface_hub import constants as hub_constants
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from .errors import ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError
+from .families import Family, family_for
+
+HUB_PROBE_SECONDS = 2.0
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for capture, with the family that maps its modules and where it was found."""
+
+    source: str
+    origin: str  # "local folder", "HF cache" or "Hugging Face Hub"
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    family: Family
+    # Hooks are registered on the shared modules, so passes that hook the model must not overlap.
+    hook_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def n_layers(self) -> int:
+        return self.config.num_hidden_layers
+
+    @property
+    def n_heads(self) -> int:
+        return self.config.num_attention_heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        return getattr(self.config, "num_key_value_heads", None) or self.n_heads
+
+    @property
+    def max_positions(self) -> int:
+        return self.config.max_position_embeddings
+
+    @property
+    def display_name(self) -> str:
+        return Path(self.source).name if self.origin == "local folder" else self.source
+
+    def module(self, role: str, layer: int | None = None) -> torch.nn.Module | None:
+        """The module that plays a role (see ``families``), or None where the family has no such part."""
+        path = self.family.module_path(role, layer)
+        return None if path is None else self.model.get_submodule(path)
+
+
+def load_model(source: str) -> LoadedModel:
+    """Load ``source`` (a local folder, or a Hub id served from the cache or the Hub) for capture."""
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        return _load_from(str(folder), source, "local folder", local_files_only=True)
+    if _looks_like_path(source):
+        raise ModelNotFoundError(f"no model folder at {folder}")
+    try:
+        return _load_from(source, source, "HF cache", local_files_only=True)
+    except OSError:
+        pass
+    if hub_constants.HF_HUB_OFFLINE:
+        raise ModelNotCachedError(
+            f"{source!r} is not in the HF cache ({hub_constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set"
+        )
+    if not hub_is_reachable():
+        raise ModelNotCachedError(
+            f"no network: the Hugging Face Hub ({hub_constants.ENDPOINT}) cannot be reached "
+            f"and {source!r} is not in the HF cache ({hub_constants.HF_HUB_CACHE})"
+        )
+    try:
+        return _load_from(source, source, "Hugging Face Hub", local_files_only=False)
+    except OSError as error:
+        if "is not a local folder and is not a valid model identifier" in str(error):
+            raise ModelNotFoundError(f"{source!r} is neither a local folder nor a model on the Hub") from error
+        raise ModelNotCachedError(f"could not download {source!r} from the Hub: {error}") from error
+
+
+def _looks_like_path(source: str) -> bool:
+    """A Hub id is ``name`` or ``owner/name``; anything else names a folder."""
+    return source.startswith((".", "/", "~")) or source.count("/") > 1
+
+
+def hub_is_reachable() -> bool:
+    """Whether a TCP connection to the Hub opens within two seconds; saves the Hub client's long retries."""
+    endpoint = urlparse(hub_constants.ENDPOINT)
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=HUB_PROBE_SECONDS):
+            return True
+    except OSError:
+        return False
+
+
+def _load_from(reference: str, source: str, origin: str, *, local_files_only: bool) -> LoadedModel:
+    """Read the config, check the family, then load weights and tokenizer from one place."""
+    try:
+        config = AutoConfig.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
+    except ValueError as error:
+        raise UnsupportedArchitectureError(f"{source!r}: {error}") from error
+    family = family_for(config.model_type)
+    for key, value in family.config_overrides.items():
+        setattr(config, key, value)
+    model = AutoModelForCausalLM.from_pretrained(
+        reference,
+        config=config,
+        dtype=torch.float32,
+        attn_implementation="eager",
+        local_files_only=local_files_only,
+        trust_remote_code=False,
+    )
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
+    return LoadedModel(source=source, origin=origin, model=model, tokenizer=tokenizer, family=family)

@@ -1,0 +1,75 @@
+"""The logit lens: every residual boundary read through the model's own final norm and unembedding.
+
+Rows are the embeddings (block 0's input) and each block's output. The last block's output read this way *is* the
+model's readout, so the last row equals the logits. ``hidden_states[-1]`` in transformers is already post-final-norm
+and must not be normed again; this module reads the raw block output instead. The full-vocabulary table is never
+kept: each row is reduced to its top-k before the next is computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .boundaries import residual_boundaries
+from .loading import LoadedModel
+from .run import Run
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    """Top-k predictions per boundary and position, with one target token followed through the rows."""
+
+    row_labels: list[str]
+    top_ids: np.ndarray  # [row, seq, k] int64
+    top_probs: np.ndarray  # [row, seq, k] float32
+    target_id: int | None
+    target_probs: np.ndarray | None  # [row, seq]
+    target_ranks: np.ndarray | None  # [row, seq], 1 = the top token
+    raw: bool
+    last_row_max_abs_diff: float  # last row's logits against the model's (NaN for the raw lens)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.row_labels)
+
+
+def read_out(loaded: LoadedModel, residual: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
+    """Logits from a [1, seq, hidden] residual: final norm then lm_head, or lm_head alone when ``raw``."""
+    normed = residual if raw else loaded.module("final_norm")(residual)
+    return loaded.module("lm_head")(normed)
+
+
+def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | None = None,
+               raw: bool = False) -> LogitLens:
+    """Read every boundary through the model's readout and keep, per position, the top ``k`` tokens."""
+    boundaries = residual_boundaries(run)
+    labels = [label for label, _ in boundaries]
+    labels[-1] = f"{labels[-1]} → final norm (model output)" if not raw else f"{labels[-1]} (raw)"
+    top_ids, top_probs, target_probs, target_ranks = [], [], [], []
+    last_row_diff = float("nan")
+    with torch.inference_mode():
+        for row, (_, name) in enumerate(boundaries):
+            logits = read_out(loaded, torch.from_numpy(run[name])[None], raw=raw)[0]  # [seq, vocab]
+            if row == len(boundaries) - 1 and not raw:
+                last_row_diff = float((logits - torch.from_numpy(run.logits)).abs().max())
+            probs = logits.softmax(dim=-1)
+            best = probs.topk(k, dim=-1)
+            top_ids.append(best.indices.numpy())
+            top_probs.append(best.values.numpy())
+            if target_id is not None:
+                target_logit = logits[:, target_id : target_id + 1]
+                target_probs.append(probs[:, target_id].numpy())
+                target_ranks.append(((logits > target_logit).sum(dim=-1) + 1).numpy())
+    return LogitLens(
+        row_labels=labels,
+        top_ids=np.stack(top_ids),
+        top_probs=np.stack(top_probs),
+        target_id=target_id,
+        target_probs=np.stack(target_probs) if target_id is not None else None,
+        target_ranks=np.stack(target_ranks) if target_id is not None else None,
+        raw=raw,
+        last_row_max_abs_diff=last_row_diff,
+    )

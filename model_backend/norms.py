@@ -1,0 +1,125 @@
+"""Residual norms per position, and attention-sink detection from three signals.
+
+A sink is a position that absorbs attention the model does not need elsewhere. It shows as some of: a residual
+norm far above the other positions' (GPT-2's position 0 reaches 2,500-3,200 against medians of 60-250), a large
+share of every later query's attention, and a small value vector in the heads that attend to it, so that all that
+attention adds little to the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .boundaries import residual_boundaries
+from .run import Run
+
+NORM_RATIO_THRESHOLD = 4.0
+ATTENTION_SHARE_THRESHOLD = 0.30
+VALUE_RATIO_THRESHOLD = 0.5
+
+
+def residual_norms(run: Run, *, with_final_norm: bool = False) -> np.ndarray:
+    """L2 norm of the residual stream, [boundary, position], for the boundaries of ``residual_boundaries``."""
+    return np.stack([np.linalg.norm(run[name], axis=-1) for _, name in residual_boundaries(run, with_final_norm=with_final_norm)])
+
+
+def norm_ratios(norms: np.ndarray) -> np.ndarray:
+    """Each position's norm over the median of the other positions' at the same boundary, [boundary, position]."""
+    n_positions = norms.shape[1]
+    ratios = np.full(norms.shape, np.nan)
+    for position in range(n_positions):
+        others = np.delete(norms, position, axis=1)
+        if others.shape[1]:
+            ratios[:, position] = norms[:, position] / np.median(others, axis=1)
+    return ratios
+
+
+def attention_share_received(run: Run) -> np.ndarray:
+    """Share of the later queries' attention that lands on each key, [layer, head, key].
+
+    Key k can only be seen by queries q >= k, and query k sees it trivially, so the share is the mean over q > k.
+    The last key has no later query: its share is NaN.
+    """
+    n_later_queries = np.arange(run.seq_len - 1, -1, -1, dtype=np.float64)  # seq-1-k for key k
+    received = run.attention_column_sums - run.attention_diagonal
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_later_queries > 0, received / n_later_queries, np.nan)
+
+
+def value_norm_ratios(run: Run) -> np.ndarray:
+    """Each position's value-vector norm over the median of the others', per query head, [layer, head, position]."""
+    ratios = norm_ratios(run.value_norms.reshape(-1, run.seq_len)).reshape(run.value_norms.shape)
+    heads_per_kv = run.n_heads // run.n_kv_heads
+    return np.repeat(ratios, heads_per_kv, axis=1)
+
+
+def middle_layers(n_layers: int) -> range:
+    """The blocks between the first and last quarter, where GPT-2's sink is steadiest."""
+    quarter = n_layers // 4
+    return range(quarter, max(n_layers - quarter, quarter + 1))
+
+
+@dataclass(frozen=True)
+class SinkEvidence:
+    """The three sink signals measured at one position, and which of them fired."""
+
+    position: int
+    token: str
+    norm_ratio: float  # median over the middle blocks' outputs
+    attention_share: float  # share of later queries' attention, mean over heads, median over layers
+    layers_with_share: int  # layers whose mean share reaches ATTENTION_SHARE_THRESHOLD
+    value_ratio: float  # value norm vs the others', median over the heads that attend to it; NaN if none do
+    signals: tuple[str, ...]
+
+    @property
+    def is_sink(self) -> bool:
+        return "norm" in self.signals or "attention" in self.signals
+
+
+@dataclass(frozen=True)
+class SinkReport:
+    """Sink evidence at every candidate position, and the positions judged to be sinks."""
+
+    evidence: list[SinkEvidence]
+    n_layers: int
+
+    @property
+    def sinks(self) -> list[SinkEvidence]:
+        return [e for e in self.evidence if e.is_sink]
+
+    @property
+    def sink_positions(self) -> list[int]:
+        return [e.position for e in self.sinks]
+
+    def at(self, position: int) -> SinkEvidence | None:
+        return next((e for e in self.evidence if e.position == position), None)
+
+
+def detect_sinks(run: Run, *, skip_first: bool = False) -> SinkReport:
+    """Measure the norm, attention and value signals at every position that later queries can see.
+
+    ``skip_first`` leaves position 0 out of the candidates, to look for a second sink behind the first.
+    """
+    norm_ratio_by_layer = norm_ratios(residual_norms(run))[1:]  # block outputs only
+    middle = list(middle_layers(run.n_layers))
+    shares = attention_share_received(run)  # [layer, head, key]
+    values = value_norm_ratios(run)
+    evidence = []
+    for position in range(1 if skip_first else 0, run.seq_len - 1):
+        norm_ratio = float(np.median(norm_ratio_by_layer[middle, position]))
+        layer_shares = shares[:, :, position].mean(axis=1)
+        attending_heads = shares[:, :, position] >= ATTENTION_SHARE_THRESHOLD
+        value_ratio = float(np.median(values[:, :, position][attending_heads])) if attending_heads.any() else np.nan
+        layers_with_share = int((layer_shares >= ATTENTION_SHARE_THRESHOLD).sum())
+        signals = []
+        if norm_ratio >= NORM_RATIO_THRESHOLD:
+            signals.append("norm")
+        if 2 * layers_with_share >= run.n_layers:
+            signals.append("attention")
+        if value_ratio <= VALUE_RATIO_THRESHOLD:
+            signals.append("value")
+        evidence.append(SinkEvidence(position, run.tokens[position], norm_ratio, float(np.median(layer_shares)),
+                                     layers_with_share, value_ratio, tuple(signals)))
+    return SinkReport(evidence, run.n_layers)

@@ -1,0 +1,67 @@
+"""A Run: everything one forward pass computed for one prompt, keyed by standardized names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .names import ALL_VALUES
+
+
+@dataclass
+class Run:
+    """The captured values of one prompt (no batch axis) and cheap attention summaries.
+
+    Full attention patterns are not stored: ``attention_probabilities(layer)`` recomputes one layer's pattern from
+    its stored input with the model's own modules, which gives the same numbers at a twelfth of the memory.
+    """
+
+    model_name: str
+    prompt: str
+    bos: bool
+    token_ids: np.ndarray  # [seq] int64
+    tokens: list[str]  # each token decoded alone, leading spaces kept
+    values: dict[str, np.ndarray]  # standardized full name -> [seq, hidden] (logits: [seq, vocab])
+    attention_column_sums: np.ndarray  # [layers, heads, key]: sum over queries of the pattern
+    attention_diagonal: np.ndarray  # [layers, heads, key]: what each position gives itself
+    value_norms: np.ndarray  # [layers, kv_heads, seq]: norm of each head's value vector
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    seconds: float
+    recompute_pattern: Callable[[int], np.ndarray] = field(repr=False)
+
+    def __getitem__(self, full_name: str) -> np.ndarray:
+        return self.values[full_name]
+
+    def __contains__(self, full_name: str) -> bool:
+        return full_name in self.values
+
+    @property
+    def seq_len(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def logits(self) -> np.ndarray:
+        return self.values["logits"]
+
+    def attention_probabilities(self, layer: int) -> np.ndarray:
+        """The pattern of one block, [heads, query, key], recomputed from ``layers.{layer}.layer_input``."""
+        if not 0 <= layer < self.n_layers:
+            raise IndexError(f"layer {layer} is outside 0..{self.n_layers - 1}")
+        return self.recompute_pattern(layer)
+
+    def value_names(self) -> list[str]:
+        """Every standardized full name this run holds, in the vocabulary's order (patterns included)."""
+        names = [v.full_name() for v in ALL_VALUES if not v.per_layer and v.full_name() in self.values]
+        for layer in range(self.n_layers):
+            names += [v.full_name(layer) for v in ALL_VALUES if v.per_layer]
+        return names
+
+    def shape_of(self, full_name: str) -> tuple[int, ...]:
+        """The shape of a value, patterns included, without recomputing anything."""
+        if full_name.endswith(".attention_probabilities"):
+            return (self.n_heads, self.seq_len, self.seq_len)
+        return self.values[full_name].shape
