@@ -2,7 +2,7 @@
 
 from .attribution import LogitAttribution, direct_logit_attribution
 from .boundaries import residual_boundaries
-from .capture import capture_run
+from .capture import capture_run, capture_token_ids
 from .errors import (BackendError, ModelLoadError, ModelNotCachedError, ModelNotFoundError, PromptError,
                      UnsupportedArchitectureError)
 from .export import write_npz
@@ -16,7 +16,7 @@ from .similarity import LaminarProfile, laminar_profile, token_across_layers, to
 __all__ = [
     "BackendError", "LaminarProfile", "LoadedModel", "LogitAttribution", "LogitLens", "ModelLoadError",
     "ModelNotCachedError", "ModelNotFoundError", "PromptError", "Run", "ScalingSweep", "SinkReport",
-    "UnsupportedArchitectureError", "capture_run", "detect_sinks", "direct_logit_attribution", "laminar_profile",
+    "UnsupportedArchitectureError", "capture_run", "capture_token_ids", "detect_sinks", "direct_logit_attribution", "laminar_profile",
     "load_model", "logit_lens", "residual_boundaries", "residual_norms", "scaling_sweep", "token_across_layers",
     "tokens_within_layer", "write_npz",
 ]

@@ -16,7 +16,7 @@ import torch
 from .loading import LoadedModel
 from .names import LAYER_VALUES, MODEL_VALUES, ValueName
 from .run import Run
-from .tokens import encode_prompt, token_strings
+from .tokens import check_fits, encode_prompt, token_strings
 
 CAPTURED_LAYER_VALUES = tuple(v for v in LAYER_VALUES if v.name != "attention_probabilities")
 CAPTURED_MODEL_VALUES = tuple(v for v in MODEL_VALUES if v.name != "logits")
@@ -24,7 +24,12 @@ CAPTURED_MODEL_VALUES = tuple(v for v in MODEL_VALUES if v.name != "logits")
 
 def capture_run(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> Run:
     """Run ``prompt`` through the model once and return every standardized value it computed."""
-    token_ids = encode_prompt(loaded, prompt, bos=bos)
+    return capture_token_ids(loaded, encode_prompt(loaded, prompt, bos=bos), prompt=prompt, bos=bos)
+
+
+def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str = "", bos: bool = False) -> Run:
+    """The same capture for token ids already made (a benchmark, or a researcher's own tokenization)."""
+    check_fits(loaded, len(token_ids))
     recorder = _Recorder(loaded)
     started = time.perf_counter()
     with loaded.hook_lock, torch.inference_mode(), recorder.hooked():

@@ -18,12 +18,18 @@ def encode_prompt(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> lis
         if bos_id is None:
             raise PromptError(f"{loaded.display_name} has no BOS token to prepend")
         token_ids = [bos_id, *token_ids]
-    if len(token_ids) > loaded.max_positions:
+    return token_ids
+
+
+def check_fits(loaded: LoadedModel, n_tokens: int) -> None:
+    """Refuse a sequence the model has no positions for, before it fails deep inside (GPT-2's wpe lookup)."""
+    if n_tokens == 0:
+        raise PromptError("there are no tokens to run")
+    if n_tokens > loaded.max_positions:
         raise PromptError(
-            f"the prompt is {len(token_ids)} tokens long, but {loaded.display_name} reads at most "
+            f"the prompt is {n_tokens} tokens long, but {loaded.display_name} reads at most "
             f"{loaded.max_positions} positions"
         )
-    return token_ids
 
 
 def token_strings(loaded: LoadedModel, token_ids: list[int]) -> list[str]:

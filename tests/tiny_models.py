@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, MistralConfig, Qwen2Config
 
 GPT2_TOKENIZER = Path(__file__).resolve().parent.parent / "assets" / "gpt2-tokenizer"
 
@@ -39,13 +39,18 @@ def save_tiny_gpt2(folder: Path, *, n_layer: int = 3, n_embd: int = 48, n_head: 
     return folder
 
 
+LLAMA_FAMILY_CONFIGS = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config}
+
+
 def save_tiny_llama(folder: Path, *, model_type: str = "llama") -> Path:
-    """A small grouped-query Llama (4 query heads sharing 2 key/value heads) with GPT-2's tokenizer."""
+    """A small grouped-query model of the Llama family (4 query heads sharing 2 key/value heads)."""
     torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=48, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=64, vocab_size=50257,
-                         bos_token_id=50256, eos_token_id=50256, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config)
+    config = LLAMA_FAMILY_CONFIGS[model_type](
+        hidden_size=48, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=64, vocab_size=50257, bos_token_id=50256, eos_token_id=50256,
+        tie_word_embeddings=False,
+    )
+    model = AutoModelForCausalLM.from_config(config)
     randomize_norms_and_biases(model, seed=2)
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(GPT2_TOKENIZER).save_pretrained(folder)

@@ -1,0 +1,134 @@
+"""The analyses on a Run: logit lens, attribution, cosine similarity, norms and sinks, interventions."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.metrics.pairwise import cosine_similarity
+
+from conftest import PROMPT
+
+from model_backend import (capture_run, detect_sinks, direct_logit_attribution, laminar_profile, logit_lens,
+                           residual_norms, scaling_sweep, token_across_layers, tokens_within_layer)
+from model_backend.norms import attention_share_received, value_norm_ratios
+
+TARGET = 6342  # " Paris"
+
+
+def test_logit_lens_last_row_is_the_models_logits(loaded, run):
+    lens = logit_lens(loaded, run, k=5, target_id=TARGET)
+    assert lens.top_ids.shape == (loaded.n_layers + 1, run.seq_len, 5)
+    assert lens.last_row_max_abs_diff <= 1e-5
+    np.testing.assert_array_equal(lens.top_ids[-1, :, 0], run.logits.argmax(axis=-1))
+    probabilities = torch.from_numpy(run.logits).softmax(-1).numpy()
+    np.testing.assert_allclose(lens.top_probs[-1, :, 0], probabilities.max(axis=-1), rtol=1e-5)
+    np.testing.assert_allclose(lens.target_probs[-1], probabilities[:, TARGET], rtol=1e-5)
+    expected_rank = (run.logits > run.logits[:, TARGET : TARGET + 1]).sum(axis=-1) + 1
+    np.testing.assert_array_equal(lens.target_ranks[-1], expected_rank)
+    assert "final norm" in lens.row_labels[-1] and lens.row_labels[0] == "embeddings"
+
+
+def test_logit_lens_rows_read_through_the_final_norm(gpt2):
+    run = capture_run(gpt2, PROMPT, bos=True)
+    lens = logit_lens(gpt2, run, k=3)
+    with torch.no_grad():
+        embeddings = torch.from_numpy(run["layers.0.layer_input"])
+        expected = gpt2.model.lm_head(gpt2.model.transformer.ln_f(embeddings)).topk(3).indices.numpy()
+    np.testing.assert_array_equal(lens.top_ids[0], expected)
+
+
+def test_raw_lens_skips_the_final_norm(loaded, run):
+    raw = logit_lens(loaded, run, k=3, raw=True)
+    with torch.no_grad():
+        last = torch.from_numpy(run[f"layers.{loaded.n_layers - 1}.layer_output"])
+        expected = loaded.module("lm_head")(last).topk(3).indices.numpy()
+    np.testing.assert_array_equal(raw.top_ids[-1], expected)
+    assert np.isnan(raw.last_row_max_abs_diff)
+
+
+def test_direct_logit_attribution_sums_to_the_logit(loaded, run):
+    for position in (-1, 2):
+        attribution = direct_logit_attribution(loaded, run, TARGET, position=position)
+        assert len(attribution.contributions) == len(attribution.labels)
+        assert abs(attribution.total - attribution.logit) <= 1e-3 * max(1.0, abs(attribution.logit))
+    assert attribution.labels[-1] == f"layers.{loaded.n_layers - 1}.mlp_output"
+    has_norm_bias = loaded.family.name == "GPT-2"  # RMSNorm has no bias
+    assert (attribution.bias_term != 0.0) == has_norm_bias
+
+
+def test_token_across_layers_matches_a_direct_computation(loaded, run):
+    labels, matrix = token_across_layers(run, 3, center=True)
+    assert labels[0] == "embeddings" and labels[-1] == "final norm" and len(labels) == loaded.n_layers + 2
+    stacked = np.stack([run["layers.0.layer_input"][3]] + [run[f"layers.{i}.layer_output"][3]
+                                                          for i in range(loaded.n_layers)] + [run["final_norm_output"][3]])
+    stacked = stacked - stacked.mean(axis=1, keepdims=True)
+    unit = stacked / np.linalg.norm(stacked, axis=1, keepdims=True)
+    np.testing.assert_allclose(matrix, unit @ unit.T, atol=1e-5)
+
+
+def test_tokens_within_layer_can_leave_position_zero_out(run):
+    positions, matrix = tokens_within_layer(run, "layers.1.layer_output", skip_first=True)
+    assert positions[0] == 1 and matrix.shape == (run.seq_len - 1, run.seq_len - 1)
+    np.testing.assert_allclose(np.diag(matrix), 1.0, atol=1e-5)
+    np.testing.assert_allclose(matrix, cosine_similarity(run["layers.1.layer_output"][1:]), atol=1e-6)
+
+
+def test_laminar_profile_holds_every_pair_at_every_boundary(loaded, run):
+    profile = laminar_profile(run, skip_first=True)
+    n = run.seq_len - 1
+    assert profile.similarities.shape == (loaded.n_layers + 2, n * (n - 1) // 2)
+    i, j = profile.pairs[0]
+    _, within = tokens_within_layer(run, "final_norm_output", skip_first=True)
+    assert profile.similarities[-1, 0] == within[i - 1, j - 1]
+
+
+def test_residual_norms_per_boundary_and_position(loaded, run):
+    norms = residual_norms(run)
+    assert norms.shape == (loaded.n_layers + 1, run.seq_len)
+    np.testing.assert_allclose(norms[-1], np.linalg.norm(run[f"layers.{loaded.n_layers - 1}.layer_output"], axis=1),
+                               rtol=1e-6)
+
+
+def test_attention_share_is_the_mean_over_later_queries(loaded, run):
+    shares = attention_share_received(run)
+    pattern = run.attention_probabilities(1)
+    key = 2
+    np.testing.assert_allclose(shares[1, :, key], pattern[:, key + 1 :, key].mean(axis=1), atol=1e-6)
+    assert np.isnan(shares[:, :, -1]).all()
+
+
+def test_value_ratios_come_from_the_value_projection(gpt2):
+    run = capture_run(gpt2, PROMPT, bos=True)
+    with torch.no_grad():
+        normed = gpt2.model.transformer.h[1].ln_1(torch.from_numpy(run["layers.1.layer_input"]))
+        values = gpt2.model.transformer.h[1].attn.c_attn(normed)[:, 2 * 48 :].reshape(run.seq_len, 4, 12)
+    norms = values.norm(dim=-1).numpy()  # [seq, head]
+    expected = norms[0] / np.median(norms[1:], axis=0)
+    np.testing.assert_allclose(value_norm_ratios(run)[1, :, 0], expected, rtol=1e-5)
+
+
+def test_a_huge_position_zero_is_detected_as_a_norm_sink(tiny_gpt2_dir):
+    from model_backend import load_model
+
+    loaded = load_model(str(tiny_gpt2_dir))
+    with torch.no_grad():
+        loaded.model.transformer.wpe.weight[0] *= 200.0
+    report = detect_sinks(capture_run(loaded, PROMPT, bos=True))
+    assert report.sink_positions == [0]
+    assert "norm" in report.sinks[0].signals and report.sinks[0].norm_ratio > 10
+    assert report.at(1).norm_ratio < 4
+
+
+def test_random_model_has_no_sink(run):
+    assert detect_sinks(run).sinks == []
+
+
+def test_scaling_by_one_changes_nothing_and_by_other_factors_something(loaded, run):
+    clean = float(torch.from_numpy(run.logits[-1]).log_softmax(-1)[TARGET])
+    unchanged = scaling_sweep(loaded, run, TARGET, alpha=1.0)
+    assert abs(unchanged.clean_logprob - clean) < 1e-4
+    np.testing.assert_allclose(unchanged.scaled_logprobs, unchanged.clean_logprob, atol=1e-5)
+    for site in ("layer_output", "attention_output", "mlp_output"):
+        sweep = scaling_sweep(loaded, run, TARGET, alpha=0.5, site=site)
+        assert sweep.scaled_logprobs.shape == (loaded.n_layers,)
+        assert np.abs(sweep.scaled_logprobs - sweep.clean_logprob).max() > 1e-4

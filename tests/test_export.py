@@ -1,0 +1,67 @@
+"""The NPZ export contract and the command line that writes it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from model_backend import capture_run, write_npz
+
+RESIDUAL_KEYS = ("layer_input", "attention_output", "layer_mid", "mlp_output", "layer_output",
+                 "attention_probabilities")
+
+
+def expected_keys(n_layers: int, with_positions: bool) -> set[str]:
+    keys = {"token_ids", "tokens", "token_embeddings", "final_norm_output", "logits",
+            "logit_lens.top_ids", "logit_lens.top_probs"}
+    keys |= {f"layers.{i}.{name}" for i in range(n_layers) for name in RESIDUAL_KEYS}
+    return keys | ({"position_embeddings"} if with_positions else set())
+
+
+def test_npz_has_exactly_the_contract_keys(loaded, run, tmp_path):
+    path = tmp_path / "run.npz"
+    write_npz(loaded, run, path, k=4)
+    with np.load(path, allow_pickle=False) as archive:
+        assert set(archive.files) == expected_keys(loaded.n_layers, loaded.family.name == "GPT-2")
+        assert archive["tokens"].dtype.kind == "U" and list(archive["tokens"]) == run.tokens
+        assert archive["token_ids"].dtype.kind == "i"
+        for key in archive.files:
+            if key not in ("tokens", "token_ids", "logit_lens.top_ids"):
+                assert archive[key].dtype == np.float32, key
+        np.testing.assert_array_equal(archive["layers.1.layer_mid"], run["layers.1.layer_mid"])
+        np.testing.assert_array_equal(archive["logits"], run.logits)
+        pattern = archive[f"layers.{loaded.n_layers - 1}.attention_probabilities"]
+        assert pattern.shape == (loaded.n_heads, run.seq_len, run.seq_len)
+        assert archive["logit_lens.top_ids"].shape == (loaded.n_layers + 1, run.seq_len, 4)
+        np.testing.assert_array_equal(archive["logit_lens.top_ids"][-1, :, 0], run.logits.argmax(-1))
+
+
+def cli(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "model_backend", *arguments], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_cli_writes_the_export(tiny_gpt2_dir, gpt2, tmp_path):
+    out = tmp_path / "cli.npz"
+    result = cli("export", "--model", str(tiny_gpt2_dir), "--prompt", "Hello world", "--bos", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    with np.load(out, allow_pickle=False) as archive:
+        assert list(archive["token_ids"]) == [50256, 15496, 995]
+        np.testing.assert_array_equal(archive["logits"], capture_run(gpt2, "Hello world", bos=True).logits)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (("--prompt", ""), "empty"),
+    (("--prompt", " a" * 65), "at most 64 positions"),
+    (("--model", "no-such-org/no-such-model", "--prompt", "hi"), "not in the HF cache"),
+])
+def test_cli_bad_input_exits_with_one_line(tiny_gpt2_dir, tmp_path, arguments, message):
+    if "--model" not in arguments:
+        arguments = ("--model", str(tiny_gpt2_dir), *arguments)
+    result = cli("export", *arguments, "--out", str(tmp_path / "bad.npz"))
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr

@@ -1,0 +1,59 @@
+"""Loading: local folders, typed failures that say what was tried, and GPT-2's attention flags."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from conftest import PROMPT
+from tiny_models import save_tiny_gpt2
+
+from model_backend import (ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError, capture_run,
+                           load_model)
+
+
+def test_local_folder_loads_float32_eager_in_eval_mode(gpt2, tiny_gpt2_dir):
+    assert gpt2.origin == "local folder"
+    assert gpt2.display_name == tiny_gpt2_dir.name
+    assert not gpt2.model.training
+    assert gpt2.model.config._attn_implementation == "eager"
+    assert all(p.dtype == torch.float32 for p in gpt2.model.parameters())
+
+
+def test_unknown_hub_id_offline_says_it_is_not_cached():
+    with pytest.raises(ModelNotCachedError, match="no-such-org/no-such-model.*HF cache"):
+        load_model("no-such-org/no-such-model")
+
+
+def test_missing_folder_is_not_found(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="no model folder"):
+        load_model(str(tmp_path / "missing" / "model"))
+
+
+def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]}))
+    with pytest.raises(UnsupportedArchitectureError, match="'bert'.*gpt2, llama, mistral, qwen2"):
+        load_model(str(tmp_path))
+
+
+def test_unknown_model_type_is_unsupported(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    with pytest.raises(UnsupportedArchitectureError):
+        load_model(str(tmp_path))
+
+
+def test_upcast_attention_checkpoint_loads_with_the_flag_off(tmp_path):
+    folder = save_tiny_gpt2(tmp_path, reorder_and_upcast_attn=True, scale_attn_by_inverse_layer_idx=True)
+    loaded = load_model(str(folder))
+    assert loaded.config.reorder_and_upcast_attn is False
+    run = capture_run(loaded, PROMPT)
+    upcast = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    assert upcast.config.reorder_and_upcast_attn is True
+    with torch.no_grad():
+        upcast_logits = upcast(torch.from_numpy(run.token_ids)[None]).logits[0].numpy()
+    np.testing.assert_allclose(run.logits, upcast_logits, atol=2e-5, rtol=0)
+    assert run.attention_probabilities(2).shape[0] == loaded.n_heads
