@@ -1,0 +1,1 @@
+"""Views of a captured run, built from plain arrays and backend results (never running a model); usable in a notebook."""

@@ -47,3 +47,81 @@ def loaded(request):
 @pytest.fixture(scope="session")
 def run(loaded):
     return capture_run(loaded, PROMPT, bos=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Browser tests (tests/test_page.py): the system chromium, and a `panel serve viz_app` on a tiny GPT-2.
+# Owned by the page's author; add other fixtures in their own section below.
+# ---------------------------------------------------------------------------------------------------------------
+
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+import urllib.request  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SERVER_START_SECONDS = 60
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """Point pytest-playwright at Debian's chromium (``playwright install`` cannot run here)."""
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    """The projector's size."""
+    return {**browser_context_args, "viewport": {"width": 1366, "height": 768}}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServedApp:
+    """A running ``panel serve viz_app`` and its log."""
+
+    def __init__(self, url: str, log_path: Path):
+        self.url = url
+        self.log_path = log_path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def serve_app(models: str, log_path: Path) -> tuple[subprocess.Popen, ServedApp]:
+    """Start the server in its own process group on a free port and wait for /liveness."""
+    port = free_port()
+    command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness",
+               "--args", "--models", models]
+    log_file = log_path.open("w")
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
+                               env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
+    deadline = time.monotonic() + SERVER_START_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=1):
+                return process, ServedApp(f"http://127.0.0.1:{port}/viz_app", log_path)
+        except OSError:
+            time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGTERM)
+    raise RuntimeError(f"panel serve did not start:\n{log_path.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def served_app(tiny_gpt2_dir, tmp_path_factory):
+    """One server per test module, stopped with its whole process group; fails on a Traceback in its log."""
+    process, app = serve_app(str(tiny_gpt2_dir), tmp_path_factory.mktemp("server") / "server.log")
+    yield app
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=10)
+    assert "Traceback" not in app.log(), app.log()
+
+# --------------------------------------------------- end of browser fixtures ------------------------------------

@@ -1,0 +1,101 @@
+"""A pinned card: what a diagram part reads, where, under which names and hooks, with live figures for the run."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import numpy as np
+import panel as pn
+
+from model_backend.families import Family
+from model_backend.names import split_full_name
+from model_backend.norms import SinkReport
+from model_backend.run import Run
+from model_backend.tokens import visible_token
+
+from .diagram_parts import parse_part_id
+from .style import readable_figure
+
+CARD_WIDTH = 430
+
+
+def block_identity_error(run: Run, layer: int) -> float:
+    """Max |layer_input + attention_output + mlp_output - layer_output| over the block: the residual identity."""
+    total = sum(run[f"layers.{layer}.{name}"] for name in ("layer_input", "attention_output", "mlp_output"))
+    return float(np.abs(total - run[f"layers.{layer}.layer_output"]).max())
+
+
+def value_rows(full_names: list[str], family: Family, run: Run | None) -> str:
+    """An HTML list of each value read at the part: name, shape, meaning, module and side, TransformerLens hook."""
+    items = []
+    for full_name in full_names:
+        value, layer = split_full_name(full_name)
+        module = family.module_path(value.role, layer) or "(none in this family)"
+        shape = str(tuple(run.shape_of(full_name))) if run is not None and _has_value(run, full_name) else value.layout
+        hook = value.hook_name(layer) or "(no hook)"
+        items.append(
+            f"<li><code>{html.escape(full_name)}</code> {html.escape(shape)}<br>{html.escape(value.meaning)}<br>"
+            f"read at the <b>{html.escape(value.side)}</b> of <code>{html.escape(module)}</code><br>"
+            f"TransformerLens: <code>{html.escape(hook)}</code></li>")
+    return "<ul class='card-values'>" + "".join(items) + "</ul>"
+
+
+def _has_value(run: Run, full_name: str) -> bool:
+    return full_name in run or full_name.endswith(".attention_probabilities")
+
+
+def sink_lines(full_name: str, run: Run, sinks: SinkReport | None) -> str:
+    """The value's norm at each detected sink next to the median of the other positions, or a plain 'no sink'."""
+    if sinks is None or not sinks.sinks:
+        return "<p>No sink detected in this run.</p>"
+    norms = np.linalg.norm(run[full_name], axis=-1)
+    lines = []
+    for sink in sinks.sinks:
+        others = np.delete(norms, sink.position)
+        ratio = norms[sink.position] / np.median(others) if others.size else float("nan")
+        lines.append(f"<p>Sink at position {sink.position} <code>{html.escape(visible_token(sink.token))}</code>: "
+                     f"norm {norms[sink.position]:.1f} ({ratio:.1f}× the median of the others)</p>")
+    return "".join(lines)
+
+
+def norm_plot(full_name: str, run: Run, sinks: SinkReport | None):
+    """Norm per position of one value, a small bar plot with the sinks in red."""
+    norms = np.linalg.norm(run[full_name], axis=-1)
+    sink_positions = set(sinks.sink_positions) if sinks is not None else set()
+    colors = ["#d62728" if p in sink_positions else "#1f77b4" for p in range(len(norms))]
+    fig = readable_figure(width=CARD_WIDTH - 20, height=190, title=f"‖{full_name}‖ per position",
+                          tools="hover,save", tooltips=[("position", "@x"), ("norm", "@top{0.0}")])
+    fig.vbar(x=np.arange(len(norms)), top=norms, width=0.8, color=colors)
+    fig.xaxis.axis_label = "position"
+    fig.title.text_font_size = "14px"
+    return fig
+
+
+def part_card(part_id: str, family: Family, n_layers: int, run: Run | None, sinks: SinkReport | None,
+              on_close: Callable[[str], None]) -> pn.Column | None:
+    """The card for one pinned part, or None when the id names nothing in this model."""
+    parsed = parse_part_id(part_id, n_layers)
+    if parsed is None:
+        return None
+    kind, layer = parsed
+    full_names = [f"layers.{layer}.{name}" if kind.per_layer else name for name in kind.value_names]
+    module = family.module_path(kind.role, layer) or "(none in this family)"
+    title = kind.label.format(i=layer) + (f" · block {layer}" if kind.per_layer and kind.key != "block" else "")
+    close = pn.widgets.Button(name="✕ unpin", button_type="light", width=90, height=38)
+    close.on_click(lambda _event: on_close(part_id))
+    body = [pn.pane.HTML(f"<h3>{html.escape(title)}</h3><p>module <code>{html.escape(module)}</code></p>"
+                         + value_rows(full_names, family, run), width=CARD_WIDTH - 20)]
+    if run is not None:
+        live = [name for name in full_names if name in run]
+        extra = ""
+        if kind.key == "block":
+            extra = (f"<p><b>Identity check</b>: layer_input + attention_output + mlp_output vs layer_output, "
+                     f"max error {block_identity_error(run, layer):.2e}</p>")
+        if live:
+            body.append(pn.pane.Bokeh(norm_plot(live[-1], run, sinks)))
+            extra = sink_lines(live[-1], run, sinks) + extra
+        body.append(pn.pane.HTML(extra, width=CARD_WIDTH - 20))
+    return pn.Column(pn.Row(pn.Spacer(), close), *body, width=CARD_WIDTH, css_classes=["part-card"],
+                     styles={"border": "2px solid #888", "border-radius": "6px", "padding": "4px",
+                             "background": "white"}, name=f"card {part_id}")

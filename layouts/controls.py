@@ -1,0 +1,54 @@
+"""The sidebar: model picker, prompt, BOS switch, Run, progress, status, errors, model list and the NPZ export."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import panel as pn
+
+from .state import ExplorerState
+
+SIDEBAR_WIDTH = 330
+
+
+def model_report(outcomes: list[tuple[str, bool, str]]) -> str:
+    """Every configured model with where it was found, or why it is not offered."""
+    if not outcomes:
+        return ""
+    items = "".join(f"<li>{'✓' if ok else '✗'} <b>{html.escape(name)}</b>: {html.escape(detail)}</li>"
+                    for name, ok, detail in outcomes)
+    none_loaded = ("" if any(ok for _, ok, _ in outcomes) else
+                   "<p class='no-model'><b>No model could be loaded.</b> Configure one with "
+                   "<code>--args --models PATH</code> or <code>RSE_MODELS</code>.</p>")
+    return f"{none_loaded}<p>Configured models:</p><ul class='model-report'>{items}</ul>"
+
+
+def status_line(status: str, busy: str) -> str:
+    return f"<p class='status-line'>{html.escape(busy or status)}</p>"
+
+
+def error_line(message: str) -> str:
+    return f"<p class='error-line'>⚠ {html.escape(message)}</p>" if message else ""
+
+
+def sidebar_controls(state: ExplorerState, npz_file: Callable) -> list:
+    """The sidebar's widgets, all bound to ``state``; Enter in the prompt box runs like the button."""
+    prompt = pn.widgets.TextInput.from_param(state.param.prompt, width=SIDEBAR_WIDTH - 20,
+                                             placeholder="Type a prompt, press Enter")
+    prompt.param.watch(lambda _event: state.param.trigger("run_requested"), "enter_pressed")
+    run = pn.widgets.Button.from_param(state.param.run_requested, button_type="primary", width=120)
+    progress = pn.indicators.Progress(active=True, width=SIDEBAR_WIDTH - 20, visible=state.param.busy.rx.bool())
+    download = pn.widgets.FileDownload(callback=npz_file, filename="run.npz", label="Download the run (NPZ)",
+                                       button_type="light", width=SIDEBAR_WIDTH - 20, embed=False,
+                                       disabled=state.param.run.rx.is_(None))
+    return [
+        pn.widgets.Select.from_param(state.param.model, width=SIDEBAR_WIDTH - 20),
+        prompt,
+        pn.Row(run, pn.widgets.Checkbox.from_param(state.param.bos, label="prepend BOS")),
+        progress,
+        pn.pane.HTML(pn.bind(status_line, state.param.status, state.param.busy), width=SIDEBAR_WIDTH - 20),
+        pn.pane.HTML(pn.bind(error_line, state.param.message), width=SIDEBAR_WIDTH - 20),
+        download,
+        pn.pane.HTML(pn.bind(model_report, state.param.model_outcomes), width=SIDEBAR_WIDTH - 20),
+    ]

@@ -1,0 +1,53 @@
+"""The block diagram beside its pinned cards: clicking a box pins its card, a card's button unpins it."""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from .block_diagram import block_diagram
+from .cards import part_card
+from .state import ExplorerState
+
+
+class DiagramView(pn.viewable.Viewer):
+    """The diagram of the state's model with block ``state.layer`` open, and a card per pinned part."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, state: ExplorerState, **params):
+        super().__init__(state=state, **params)
+
+    def pin(self, part_id: str) -> None:
+        """Pin a part's card (once); clicking a block in the chain also opens it."""
+        if part_id.startswith("block."):
+            self.state.layer = int(part_id.split(".")[1])
+        if part_id not in self.state.pinned:
+            self.state.pinned = [*self.state.pinned, part_id]
+
+    def unpin(self, part_id: str) -> None:
+        self.state.pinned = [p for p in self.state.pinned if p != part_id]
+
+    @param.depends("state.run", "state.layer", "state.pinned")
+    def _diagram(self):
+        run = self.state.run
+        if run is None or self.state.family is None:
+            return pn.pane.Markdown("The diagram appears once a model has run a prompt.")
+        layer = min(self.state.layer, run.n_layers - 1)
+        return pn.pane.Bokeh(block_diagram(self.state.family, run.n_layers, layer, self.state.pinned, self.pin))
+
+    @param.depends("state.run", "state.sinks", "state.pinned")
+    def _cards(self):
+        run = self.state.run
+        if run is None or self.state.family is None:
+            return pn.Spacer()
+        cards = [part_card(part_id, self.state.family, run.n_layers, run, self.state.sinks, self.unpin)
+                 for part_id in self.state.pinned]
+        cards = [card for card in cards if card is not None]
+        if not cards:
+            return pn.pane.Markdown("Click a box in the diagram to pin its card here.", width=400)
+        return pn.Column(*reversed(cards), scroll=True, height=620, width=460)
+
+    def __panel__(self):
+        return pn.Column(pn.widgets.IntInput.from_param(self.state.param.layer, width=140),
+                         pn.Row(self._diagram, self._cards))

@@ -1,0 +1,39 @@
+"""The one state every view watches: the user's choices, and the results of the last run that the views draw."""
+
+from __future__ import annotations
+
+import param
+
+DEFAULT_PROMPT = "The capital of France is Paris. The capital of Germany is"
+
+
+class ExplorerState(param.Parameterized):
+    """Choices (kept in the URL) and results (set by whoever runs the model: the app, or a notebook)."""
+
+    model = param.Selector(default=None, objects=[], allow_None=True, check_on_set=False, label="model",
+                           doc="source of the model in use (kept as typed in the URL until it is checked)")
+    prompt = param.String(default=DEFAULT_PROMPT)
+    bos = param.Boolean(default=True, doc="prepend the model's BOS token")
+    layer = param.Integer(default=0, bounds=(0, None), label="block", doc="the open block, also the layer other views show")
+    token = param.Integer(default=0, bounds=(0, None), label="token", doc="the position followed across layers")
+    pinned = param.List(default=[], item_type=str, doc="ids of the diagram parts whose cards are pinned")
+    target = param.String(default=" Berlin", doc="the token the logit lens and the intervention follow")
+    alpha = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="scale applied to one block's output")
+    raw_lens = param.Boolean(default=False, doc="read blocks through lm_head without the final norm")
+
+    run_requested = param.Event(label="Run", doc="run the prompt")
+    sweep_requested = param.Event(label="Scale each block", doc="run the scaling intervention")
+
+    model_outcomes = param.List(default=[], doc="(name, loaded, origin or reason) for every configured model")
+    family = param.Parameter(default=None, doc="the model's Family: module paths for the cards")
+    run = param.Parameter(default=None, doc="the last Run")
+    sinks = param.Parameter(default=None, doc="SinkReport of the last run")
+    lens = param.Parameter(default=None, doc="LogitLens of the last run")
+    lens_tokens = param.Parameter(default=None, doc="the lens's top tokens decoded, [row, seq, k] str")
+    target_id = param.Integer(default=None, allow_None=True)
+    pattern = param.Parameter(default=None, doc="attention pattern [heads, query, key] of block ``layer``")
+    sweep = param.Parameter(default=None, doc="ScalingSweep for the target, or None")
+    sweep_progress = param.Number(default=0.0, bounds=(0.0, 1.0), doc="share of the sweep done")
+    status = param.String(default="", doc="model, token count and time of the last run")
+    busy = param.String(default="", doc="what is being computed now; empty when idle")
+    message = param.String(default="", doc="the last error, shown until the next success")

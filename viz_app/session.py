@@ -1,0 +1,200 @@
+"""One browser session's controller: it runs the backend off the event loop and writes the results into the
+state that every view watches. Only this module calls backend functions that take a loaded model."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from io import BytesIO
+
+import numpy as np
+import torch
+
+from layouts.state import ExplorerState
+from model_backend import (BackendError, LoadedModel, Run, capture_run, detect_sinks, logit_lens, scaling_sweep,
+                           write_npz)
+
+from .models import ModelOutcome, shared_model
+
+log = logging.getLogger(__name__)
+LENS_TOP_K = 5
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the views draw for one run, computed together in a worker thread."""
+
+    run: Run
+    sinks: object
+    lens: object
+    lens_tokens: np.ndarray
+    target_id: int | None
+    pattern: np.ndarray
+
+
+def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
+    """Token ids decoded one by one (leading spaces kept), each distinct id decoded once."""
+    unique, inverse = np.unique(token_ids, return_inverse=True)
+    strings = np.array([loaded.tokenizer.decode([int(i)]) for i in unique], dtype=object)
+    return strings[inverse].reshape(token_ids.shape)
+
+
+def target_token_id(loaded: LoadedModel, text: str) -> int | None:
+    """The first token of the target text (" Paris" -> one id), or None when the box is empty."""
+    ids = loaded.tokenizer.encode(text, add_special_tokens=False)
+    return ids[0] if ids else None
+
+
+def lens_for(loaded: LoadedModel, run: Run, target_id: int | None, raw: bool):
+    lens = logit_lens(loaded, run, k=LENS_TOP_K, target_id=target_id, raw=raw)
+    return lens, decoded(loaded, lens.top_ids)
+
+
+def analyse(loaded: LoadedModel, prompt: str, bos: bool, target: str, raw: bool, layer: int) -> Analysis:
+    """Run the prompt and compute everything the views show, in one worker thread."""
+    run = capture_run(loaded, prompt, bos=bos)
+    target_id = target_token_id(loaded, target)
+    lens, lens_tokens = lens_for(loaded, run, target_id, raw)
+    return Analysis(run, detect_sinks(run), lens, lens_tokens, target_id,
+                    run.attention_probabilities(min(layer, run.n_layers - 1)))
+
+
+def failure_message(error: Exception) -> str:
+    """What the page says when a computation fails; it stays usable either way."""
+    if isinstance(error, BackendError):
+        return str(error)
+    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+        return "Out of memory: try a shorter prompt."
+    return f"{type(error).__name__}: {error}"
+
+
+class ExplorerSession:
+    """Loads the configured models (once per process), then answers the state's requests."""
+
+    def __init__(self, sources: list[str], state: ExplorerState | None = None):
+        self.sources = sources
+        self.state = state or ExplorerState()
+        self.outcomes: list[ModelOutcome] = []
+        self.loaded: LoadedModel | None = None
+        self._work = asyncio.Lock()
+        self.state.param.watch(self.run_prompt, "run_requested")
+        self.state.param.watch(self.switch_model, "model")
+        self.state.param.watch(self.read_pattern, "layer")
+        self.state.param.watch(self.read_lens, ["target", "raw_lens"])
+        self.state.param.watch(self.sweep, "sweep_requested")
+
+    @property
+    def available(self) -> dict[str, str]:
+        """Display name -> source of every model that loaded."""
+        return {o.name: o.source for o in self.outcomes if o.loaded is not None}
+
+    async def start(self) -> None:
+        """Try every configured model in order; the URL's model or the first that loads is used."""
+        requested = self.state.model
+        for source in self.sources:
+            self.state.busy = f"Loading {source}…"
+            self.outcomes.append(await asyncio.to_thread(shared_model, source))
+        self.state.busy = ""
+        self.state.model_outcomes = [(o.name, o.loaded is not None, o.loaded.origin if o.loaded else o.reason)
+                                     for o in self.outcomes]
+        self.state.param.model.objects = self.available
+        if not self.available:
+            self.state.message = "No model could be loaded; see the reasons in the sidebar."
+            return
+        self.state.model = requested if requested in self.available.values() else next(iter(self.available.values()))
+        if self.loaded is None:
+            await self.switch_model()
+
+    async def switch_model(self, *_event) -> None:
+        outcome = next((o for o in self.outcomes if o.source == self.state.model and o.loaded is not None), None)
+        if outcome is None:
+            return
+        self.loaded = outcome.loaded
+        await self.run_prompt()
+
+    async def run_prompt(self, *_event) -> None:
+        """Run the prompt off the event loop, publish every view's data at once, then start the sweep."""
+        if self.loaded is None:
+            return
+        state, loaded = self.state, self.loaded
+        async with self._work:
+            state.busy = f"Running the prompt through {loaded.display_name}…"
+            started = time.perf_counter()
+            try:
+                analysis = await asyncio.to_thread(analyse, loaded, state.prompt, state.bos, state.target,
+                                                   state.raw_lens, state.layer)
+            except Exception as error:
+                self.report(error)
+                return
+            finally:
+                state.busy = ""
+            run = analysis.run
+            state.param.update(
+                family=loaded.family, run=run, sinks=analysis.sinks, lens=analysis.lens,
+                lens_tokens=analysis.lens_tokens, target_id=analysis.target_id, pattern=analysis.pattern,
+                layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
+                message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
+                                   f"pass {run.seconds:.2f} s · all views {time.perf_counter() - started:.2f} s")
+        await self.sweep()
+
+    async def read_pattern(self, *_event) -> None:
+        run = self.state.run
+        if run is None or self.state.layer >= run.n_layers:
+            return
+        async with self._work:
+            self.state.pattern = await asyncio.to_thread(run.attention_probabilities, self.state.layer)
+
+    async def read_lens(self, *_event) -> None:
+        if self.state.run is None or self.loaded is None:
+            return
+        async with self._work:
+            try:
+                target_id = target_token_id(self.loaded, self.state.target)
+                lens, lens_tokens = await asyncio.to_thread(lens_for, self.loaded, self.state.run, target_id,
+                                                            self.state.raw_lens)
+            except Exception as error:
+                self.report(error)
+                return
+            self.state.param.update(lens=lens, lens_tokens=lens_tokens, target_id=target_id, message="")
+
+    async def sweep(self, *_event) -> None:
+        """Scale each block's output by α in turn, reporting progress, off the event loop."""
+        state, run, loaded = self.state, self.state.run, self.loaded
+        if run is None or loaded is None:
+            return
+        target_id = target_token_id(loaded, state.target)
+        if target_id is None:
+            state.message = "Type a target token for the intervention."
+            return
+        loop = asyncio.get_running_loop()
+
+        def progress(done: int, total: int) -> None:
+            loop.call_soon_threadsafe(setattr, state, "sweep_progress", done / total)
+
+        async with self._work:
+            state.busy = "Scaling each block…"
+            try:
+                state.sweep = await asyncio.to_thread(scaling_sweep, loaded, run, target_id, alpha=state.alpha,
+                                                      progress=progress)
+            except Exception as error:
+                self.report(error)
+            finally:
+                state.busy = ""
+
+    def report(self, error: Exception) -> None:
+        """Show a failure on the page; the log gets a traceback only for failures the backend did not foresee."""
+        if isinstance(error, BackendError):
+            log.warning("request refused: %s", error)
+        else:
+            log.exception("request failed")
+        self.state.message = failure_message(error)
+
+    def npz_file(self):
+        """The last run in the backend's NPZ format, for the download button."""
+        buffer = BytesIO()
+        if self.loaded is not None and self.state.run is not None:
+            write_npz(self.loaded, self.state.run, buffer)
+        buffer.seek(0)
+        return buffer

@@ -1,0 +1,21 @@
+"""Which models this server offers: ``--args --models a,b``, else ``RSE_MODELS``, else GPT-2 then the demo model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+DEMO_MODEL = Path(__file__).resolve().parent.parent / "assets" / "demo-gpt2"
+DEFAULT_MODELS = ("gpt2", str(DEMO_MODEL))
+
+
+def configured_models(argv: list[str] | None = None, environ: dict | None = None) -> list[str]:
+    """Model sources in order of preference, from the command line, the environment or the defaults."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--models")
+    arguments, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    listed = arguments.models or (os.environ if environ is None else environ).get("RSE_MODELS", "")
+    sources = [source.strip() for source in listed.split(",") if source.strip()]
+    return sources or list(DEFAULT_MODELS)
