@@ -16,7 +16,8 @@ from .similarity import LaminarProfile, laminar_profile, token_across_layers, to
 __all__ = [
     "BackendError", "LaminarProfile", "LoadedModel", "LogitAttribution", "LogitLens", "ModelLoadError",
     "ModelNotCachedError", "ModelNotFoundError", "PromptError", "Run", "ScalingSweep", "SinkReport",
-    "UnsupportedArchitectureError", "capture_run", "capture_token_ids", "detect_sinks", "direct_logit_attribution", "laminar_profile",
+    "UnsupportedArchitectureError", "capture_run", "capture_token_ids", "detect_sinks", "direct_logit_attribution",
+    "laminar_profile",
     "load_model", "logit_lens", "residual_boundaries", "residual_norms", "scaling_sweep", "token_across_layers",
     "tokens_within_layer", "write_npz",
 ]

@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 import torch
 from huggingface_hub import constants as hub_constants
+from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .errors import ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError
@@ -87,9 +88,11 @@ def load_model(source: str) -> LoadedModel:
     try:
         return _load_from(source, source, "Hugging Face Hub", local_files_only=False)
     except OSError as error:
-        if "is not a local folder and is not a valid model identifier" in str(error):
+        cause = error.__cause__
+        if isinstance(cause, RepositoryNotFoundError) and not isinstance(cause, GatedRepoError):
             raise ModelNotFoundError(f"{source!r} is neither a local folder nor a model on the Hub") from error
-        raise ModelNotCachedError(f"could not download {source!r} from the Hub: {error}") from error
+        reason = str(error).splitlines()[0]
+        raise ModelNotCachedError(f"could not download {source!r} from the Hub: {reason}") from error
 
 
 def _looks_like_path(source: str) -> bool:

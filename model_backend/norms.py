@@ -22,7 +22,8 @@ VALUE_RATIO_THRESHOLD = 0.5
 
 def residual_norms(run: Run, *, with_final_norm: bool = False) -> np.ndarray:
     """L2 norm of the residual stream, [boundary, position], for the boundaries of ``residual_boundaries``."""
-    return np.stack([np.linalg.norm(run[name], axis=-1) for _, name in residual_boundaries(run, with_final_norm=with_final_norm)])
+    boundaries = residual_boundaries(run, with_final_norm=with_final_norm)
+    return np.stack([np.linalg.norm(run[name], axis=-1) for _, name in boundaries])
 
 
 def norm_ratios(norms: np.ndarray) -> np.ndarray:

@@ -59,8 +59,8 @@ def test_direct_logit_attribution_sums_to_the_logit(loaded, run):
 def test_token_across_layers_matches_a_direct_computation(loaded, run):
     labels, matrix = token_across_layers(run, 3, center=True)
     assert labels[0] == "embeddings" and labels[-1] == "final norm" and len(labels) == loaded.n_layers + 2
-    stacked = np.stack([run["layers.0.layer_input"][3]] + [run[f"layers.{i}.layer_output"][3]
-                                                          for i in range(loaded.n_layers)] + [run["final_norm_output"][3]])
+    names = ["layers.0.layer_input", *(f"layers.{i}.layer_output" for i in range(loaded.n_layers)), "final_norm_output"]
+    stacked = np.stack([run[name][3] for name in names])
     stacked = stacked - stacked.mean(axis=1, keepdims=True)
     unit = stacked / np.linalg.norm(stacked, axis=1, keepdims=True)
     np.testing.assert_allclose(matrix, unit @ unit.T, atol=1e-5)

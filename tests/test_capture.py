@@ -46,7 +46,8 @@ def test_residual_identities_are_exact_in_float32(loaded, run):
 def test_gpt2_stream_starts_as_token_plus_position_embeddings(gpt2):
     run = capture_run(gpt2, PROMPT, bos=True)
     np.testing.assert_array_equal(run["token_embeddings"] + run["position_embeddings"], run["layers.0.layer_input"])
-    np.testing.assert_array_equal(run["position_embeddings"], gpt2.model.transformer.wpe.weight[: run.seq_len].detach().numpy())
+    position_table = gpt2.model.transformer.wpe.weight.detach().numpy()
+    np.testing.assert_array_equal(run["position_embeddings"], position_table[: run.seq_len])
 
 
 def test_run_agrees_with_transformers_outputs(loaded, run):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, MistralConfig, Qwen2Config
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, MistralConfig,
+                          Qwen2Config)
 
 GPT2_TOKENIZER = Path(__file__).resolve().parent.parent / "assets" / "gpt2-tokenizer"
 
