@@ -49,9 +49,15 @@ def attention_share_received(run: Run) -> np.ndarray:
         return np.where(n_later_queries > 0, received / n_later_queries, np.nan)
 
 
-def value_norm_ratios(run: Run) -> np.ndarray:
-    """Each position's value-vector norm over the median of the others', per query head, [layer, head, position]."""
-    ratios = norm_ratios(run.value_norms.reshape(-1, run.seq_len)).reshape(run.value_norms.shape)
+def value_norm_ratios(run: Run, *, skip_first: bool = False) -> np.ndarray:
+    """Each position's value-vector norm over the median of the others', per query head, [layer, head, position].
+
+    With ``skip_first`` position 0 is neither compared nor part of the others (its column is NaN).
+    """
+    first = 1 if skip_first else 0
+    ratios = np.full(run.value_norms.shape, np.nan)
+    kept = run.value_norms[:, :, first:]
+    ratios[:, :, first:] = norm_ratios(kept.reshape(-1, kept.shape[-1])).reshape(kept.shape)
     heads_per_kv = run.n_heads // run.n_kv_heads
     return np.repeat(ratios, heads_per_kv, axis=1)
 
@@ -101,15 +107,17 @@ class SinkReport:
 def detect_sinks(run: Run, *, skip_first: bool = False) -> SinkReport:
     """Measure the norm, attention and value signals at every position that later queries can see.
 
-    ``skip_first`` leaves position 0 out of the candidates, to look for a second sink behind the first.
+    ``skip_first`` leaves position 0 out, as a candidate and from every median, to find a sink behind the first.
     """
-    norm_ratio_by_layer = norm_ratios(residual_norms(run))[1:]  # block outputs only
+    first = 1 if skip_first else 0
+    block_output_norms = residual_norms(run)[1:, first:]
+    norm_ratio_by_layer = norm_ratios(block_output_norms)
     middle = list(middle_layers(run.n_layers))
     shares = attention_share_received(run)  # [layer, head, key]
-    values = value_norm_ratios(run)
+    values = value_norm_ratios(run, skip_first=skip_first)
     evidence = []
-    for position in range(1 if skip_first else 0, run.seq_len - 1):
-        norm_ratio = float(np.median(norm_ratio_by_layer[middle, position]))
+    for position in range(first, run.seq_len - 1):
+        norm_ratio = float(np.median(norm_ratio_by_layer[middle, position - first]))
         layer_shares = shares[:, :, position].mean(axis=1)
         attending_heads = shares[:, :, position] >= ATTENTION_SHARE_THRESHOLD
         value_ratio = float(np.median(values[:, :, position][attending_heads])) if attending_heads.any() else np.nan

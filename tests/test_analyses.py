@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from sklearn.metrics.pairwise import cosine_similarity
 
 from conftest import PROMPT
 
-from model_backend import (capture_run, detect_sinks, direct_logit_attribution, laminar_profile, logit_lens,
-                           residual_norms, scaling_sweep, token_across_layers, tokens_within_layer)
+from model_backend import (capture_run, detect_sinks, direct_logit_attribution, laminar_profile, load_model,
+                           logit_lens, residual_norms, scaling_sweep, token_across_layers, tokens_within_layer)
 from model_backend.norms import attention_share_received, value_norm_ratios
 
 TARGET = 6342  # " Paris"
@@ -107,13 +108,17 @@ def test_value_ratios_come_from_the_value_projection(gpt2):
     np.testing.assert_allclose(value_norm_ratios(run)[1, :, 0], expected, rtol=1e-5)
 
 
-def test_a_huge_position_zero_is_detected_as_a_norm_sink(tiny_gpt2_dir):
-    from model_backend import load_model
-
+@pytest.fixture(scope="module")
+def run_with_huge_position_zero(tiny_gpt2_dir):
+    """A run of the tiny GPT-2 whose position-0 embedding is 200 times larger: a norm sink by construction."""
     loaded = load_model(str(tiny_gpt2_dir))
     with torch.no_grad():
         loaded.model.transformer.wpe.weight[0] *= 200.0
-    report = detect_sinks(capture_run(loaded, PROMPT, bos=True))
+    return capture_run(loaded, PROMPT, bos=True)
+
+
+def test_a_huge_position_zero_is_detected_as_a_norm_sink(run_with_huge_position_zero):
+    report = detect_sinks(run_with_huge_position_zero)
     assert report.sink_positions == [0]
     assert "norm" in report.sinks[0].signals and report.sinks[0].norm_ratio > 10
     assert report.at(1).norm_ratio < 4
@@ -132,3 +137,10 @@ def test_scaling_by_one_changes_nothing_and_by_other_factors_something(loaded, r
         sweep = scaling_sweep(loaded, run, TARGET, alpha=0.5, site=site)
         assert sweep.scaled_logprobs.shape == (loaded.n_layers,)
         assert np.abs(sweep.scaled_logprobs - sweep.clean_logprob).max() > 1e-4
+
+
+def test_skip_first_finds_no_sink_behind_a_position_zero_sink(run_with_huge_position_zero):
+    run = run_with_huge_position_zero
+    report = detect_sinks(run, skip_first=True)
+    assert report.evidence[0].position == 1 and report.sinks == []
+    assert np.isnan(value_norm_ratios(run, skip_first=True)[:, :, 0]).all()
