@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,3 +62,23 @@ def test_upcast_attention_checkpoint_loads_with_the_flag_off(tmp_path):
         upcast_logits = upcast(torch.from_numpy(run.token_ids)[None]).logits[0].numpy()
     np.testing.assert_allclose(run.logits, upcast_logits, atol=2e-5, rtol=0)
     assert run.attention_probabilities(2).shape[0] == loaded.n_heads
+
+
+def write_hf_cache_entry(cache: Path, repo_id: str, checkpoint: Path) -> None:
+    """Lay a checkpoint folder out as the HF cache stores a downloaded repository (refs/main -> a snapshot)."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    entry = cache / f"models--{repo_id.replace('/', '--')}"
+    (entry / "refs").mkdir(parents=True)
+    (entry / "refs" / "main").write_text(commit)
+    shutil.copytree(checkpoint, entry / "snapshots" / commit)
+
+
+def test_hub_id_loads_from_the_hf_cache_offline(tiny_gpt2_dir, tmp_path):
+    write_hf_cache_entry(tmp_path / "hub", "tiny-org/tiny-gpt2", tiny_gpt2_dir)
+    environment = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    script = ("from model_backend import load_model; m = load_model('tiny-org/tiny-gpt2'); "
+              "print(m.origin, '|', m.display_name, '|', m.family.name)")
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "HF cache | tiny-org/tiny-gpt2 | GPT-2"
