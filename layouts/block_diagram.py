@@ -6,6 +6,9 @@ Hovering a box names it and its module; clicking one calls ``on_pick`` with its 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+
+import panel as pn
 
 from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
@@ -49,7 +52,7 @@ def block_diagram(family: Family, n_layers: int, open_layer: int, pinned: list[s
     n_rows = n_layers + 3 + has_positions
     top = open_block_top(n_rows, open_layer + 1 + has_positions)
     bottom = min(-(n_rows - 1) - 0.6, top - FRAME_HEIGHT - 0.2)
-    fig = readable_figure(name="block_diagram", width=520, height=600, tools="save",
+    fig = readable_figure(name="block_diagram", width=520, height=560, tools="save",
                           title=f"{family.name}: {n_layers} blocks · click a box to pin its card",
                           x_range=Range1d(-1.0, 6.3), y_range=Range1d(bottom, 0.9))
     fig.axis.visible = False
@@ -68,7 +71,8 @@ def block_diagram(family: Family, n_layers: int, open_layer: int, pinned: list[s
         def pick(event):
             part = part_at(parts, event.x, event.y)
             if part is not None:
-                on_pick(part.id)
+                # Redrawing the figure inside its own event callback would leave the new one deaf to taps.
+                pn.state.execute(partial(on_pick, part.id), schedule=True)
         fig.on_event(Tap, pick)
     return fig
 

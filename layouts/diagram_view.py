@@ -20,10 +20,9 @@ class DiagramView(pn.viewable.Viewer):
 
     def pin(self, part_id: str) -> None:
         """Pin a part's card (once); clicking a block in the chain also opens it."""
-        if part_id.startswith("block."):
-            self.state.layer = int(part_id.split(".")[1])
-        if part_id not in self.state.pinned:
-            self.state.pinned = [*self.state.pinned, part_id]
+        pinned = self.state.pinned if part_id in self.state.pinned else [*self.state.pinned, part_id]
+        layer = int(part_id.split(".")[1]) if part_id.startswith("block.") else self.state.layer
+        self.state.param.update(pinned=pinned, layer=layer)
 
     def unpin(self, part_id: str) -> None:
         self.state.pinned = [p for p in self.state.pinned if p != part_id]
@@ -46,7 +45,7 @@ class DiagramView(pn.viewable.Viewer):
         cards = [card for card in cards if card is not None]
         if not cards:
             return pn.pane.Markdown("Click a box in the diagram to pin its card here.", width=400)
-        return pn.Column(*reversed(cards), scroll=True, height=620, width=460)
+        return pn.Column(*reversed(cards), scroll=True, height=600, width=460)
 
     def __panel__(self):
         return pn.Column(pn.widgets.IntInput.from_param(self.state.param.layer, width=140),

@@ -20,7 +20,8 @@ from .downloads import csv_download
 from .state import ExplorerState
 from .style import add_color_bar, readable_figure
 
-CELL_TEXT_CHARS = 9
+CELL_TEXT_CHARS = 8
+VISIBLE_POSITIONS = 9
 
 
 def lens_cells(lens: LogitLens, lens_tokens: np.ndarray) -> ColumnDataSource:
@@ -49,9 +50,10 @@ def lens_grid(run: Run, lens: LogitLens, lens_tokens: np.ndarray, on_select=None
     height = min(640, 90 + 44 * lens.n_rows)
     fig = readable_figure(name="logit_lens", height=height, tools="save,reset,xpan,xwheel_zoom",
                           title=f"Logit lens{' (raw: no final norm)' if lens.raw else ''}: top token per boundary "
-                                f"and position · {run.seq_len} tokens",
+                                f"and position · {run.seq_len} tokens · drag sideways for more",
                           y_range=FactorRange(*reversed(lens.row_labels)),
-                          x_range=(-0.5, min(run.seq_len, 14) - 0.5), x_axis_location="above")
+                          x_range=(max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, run.seq_len - 0.5),
+                          x_axis_location="above")
     boxes = fig.rect("position", "row", 1, 1, source=cells, fill_color={"field": "prob", "transform": mapper},
                      line_color="white")
     fig.text("position", "row", text="short", source=cells, text_align="center", text_baseline="middle",
@@ -68,21 +70,21 @@ def lens_grid(run: Run, lens: LogitLens, lens_tokens: np.ndarray, on_select=None
     return fig
 
 
-def target_plot(lens: LogitLens, target_token: str):
-    """The target's probability and rank at the last position, row by row."""
+def target_plot(lens: LogitLens, target_token: str, seq_len: int):
+    """The target's probability and rank at the last position, one row per boundary as in the grid."""
     labels = lens.row_labels
-    probability = readable_figure(name="lens_target", width=470, height=320, x_range=FactorRange(*labels),
-                                  title=f"p({visible_token(target_token)}) at the last position",
-                                  tooltips=[("boundary", "@x"), ("p", "@y{0.0000}")])
-    probability.line(labels, lens.target_probs[:, -1], line_width=3)
-    probability.scatter(labels, lens.target_probs[:, -1], size=8)
-    rank = readable_figure(width=470, height=320, x_range=probability.x_range, y_axis_type="log",
-                           title=f"rank of {visible_token(target_token)} (1 = top)",
-                           tooltips=[("boundary", "@x"), ("rank", "@y")])
-    rank.line(labels, lens.target_ranks[:, -1], line_width=3, color="#d62728")
-    rank.scatter(labels, lens.target_ranks[:, -1], size=8, color="#d62728")
-    for fig in (probability, rank):
-        fig.xaxis.major_label_orientation = 0.9
+    rows = FactorRange(*reversed(labels))
+    token = visible_token(target_token)
+    probability = readable_figure(name="lens_target", width=480, height=300, y_range=rows, x_axis_type="log",
+                                  title=f"p({token}), last position · {seq_len} tokens",
+                                  tooltips=[("boundary", "@y"), ("p", "@x{0.0000}")])
+    probability.line(lens.target_probs[:, -1], labels, line_width=3)
+    probability.scatter(lens.target_probs[:, -1], labels, size=9)
+    rank = readable_figure(width=480, height=300, y_range=rows, x_axis_type="log", title=f"rank of {token} (1 = top)",
+                           tooltips=[("boundary", "@y"), ("rank", "@x")])
+    rank.line(lens.target_ranks[:, -1], labels, line_width=3, color="#d62728")
+    rank.scatter(lens.target_ranks[:, -1], labels, size=9, color="#d62728")
+    rank.yaxis.visible = False
     return pn.Row(pn.pane.Bokeh(probability), pn.pane.Bokeh(rank))
 
 
@@ -128,7 +130,7 @@ class LogitLensView(pn.viewable.Viewer):
         parts = [pn.pane.HTML(readout_check(lens)), pn.pane.Bokeh(lens_grid(run, lens, lens_tokens,
                                                                              self.show_selected)), self.selected]
         if lens.target_probs is not None:
-            parts.append(target_plot(lens, self.state.target))
+            parts.append(target_plot(lens, self.state.target, run.seq_len))
         parts.append(csv_download(lambda: lens_table(run, lens, lens_tokens), "logit_lens.csv",
                                   "Download the lens as CSV"))
         return pn.Column(*parts)

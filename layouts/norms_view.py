@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import FactorRange, Label, LinearColorMapper, LogColorMapper, Span
+from bokeh.models import Label, LinearColorMapper, LogColorMapper, Span
 from bokeh.palettes import Viridis256, viridis
 
 from model_backend.boundaries import residual_boundaries
@@ -28,18 +28,14 @@ def norms_heatmap(run: Run, norms: np.ndarray, *, log_scale: bool, skip_first_in
     mapper_type = LogColorMapper if log_scale else LinearColorMapper
     mapper = mapper_type(palette=Viridis256, low=max(float(scaled.min()), 1e-6), high=float(scaled.max()),
                          high_color="#ff00ff")
-    fig = readable_figure(name="norms_heatmap", height=400, y_range=FactorRange(*labels),
-                          title=f"Residual norm, boundary × position · {run.seq_len} tokens"
-                                + (" · position 0 left out of the colours (magenta = above range)"
-                                   if skip_first_in_colors else ""),
-                          tooltips=[("boundary", "@boundary"), ("position", "@position"), ("token", "@token"),
-                                    ("norm", "@norm{0.0}")])
-    positions, rows = np.meshgrid(np.arange(run.seq_len), np.arange(len(labels)))
-    tokens = [visible_token(t) for t in run.tokens]
-    fig.rect("position", "boundary", 1, 1, fill_color={"field": "norm", "transform": mapper}, line_color=None,
-             source={
-        "position": positions.ravel(), "boundary": [labels[r] for r in rows.ravel()],
-        "token": [tokens[p] for p in positions.ravel()], "norm": norms.ravel()})
+    fig = readable_figure(name="norms_heatmap", height=300, x_range=(-0.5, run.seq_len - 0.5),
+                          y_range=(-0.5, len(labels) - 0.5),
+                          title=f"Residual norm per boundary and position · {run.seq_len} tokens"
+                                + (" · magenta: above the range" if skip_first_in_colors else ""),
+                          tooltips=[("position", "$x{0}"), ("norm", "@image{0.0}")])
+    fig.image(image=[norms], x=-0.5, y=-0.5, dw=run.seq_len, dh=len(labels), color_mapper=mapper)
+    fig.yaxis.ticker = list(range(len(labels)))
+    fig.yaxis.major_label_overrides = dict(enumerate(labels))
     fig.xaxis.major_label_overrides = token_axis_labels(run.tokens)
     fig.xaxis.axis_label = "position"
     add_color_bar(fig, mapper, "norm")
@@ -49,7 +45,7 @@ def norms_heatmap(run: Run, norms: np.ndarray, *, log_scale: bool, skip_first_in
 def norms_lines(run: Run, norms: np.ndarray, sinks: SinkReport, *, log_scale: bool):
     """One line per boundary, norm against position, with every sink marked and labelled by its signals."""
     labels = [label for label, _ in residual_boundaries(run)]
-    fig = readable_figure(name="norms_lines", height=380, y_axis_type="log" if log_scale else "linear",
+    fig = readable_figure(name="norms_lines", height=330, y_axis_type="log" if log_scale else "linear",
                           title=f"Residual norm per position, one line per boundary · {run.seq_len} tokens",
                           tooltips=[("boundary", "@boundary"), ("position", "$index"), ("norm", "@y{0.0}")])
     positions = np.arange(run.seq_len)

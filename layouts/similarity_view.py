@@ -17,7 +17,7 @@ from .state import ExplorerState
 from .style import add_color_bar, readable_figure
 
 MAX_PAIRS_DRAWN = 3000
-SQUARE = 470
+SQUARE = 420
 
 
 def similarity_mapper(low: float) -> LinearColorMapper:
@@ -28,7 +28,7 @@ def similarity_mapper(low: float) -> LinearColorMapper:
 def matrix_heatmap(matrix: np.ndarray, labels: list[str], low: float, title: str, name: str):
     """A square similarity matrix as an image, row 0 at the top, labelled on both axes."""
     n = len(labels)
-    fig = readable_figure(name=name, width=SQUARE + 90, height=SQUARE, title=title,
+    fig = readable_figure(name=name, width=SQUARE + 80, height=SQUARE + 50, title=title,
                           x_range=(-0.5, n - 0.5), y_range=(n - 0.5, -0.5),
                           tooltips=[("row", "$y{0}"), ("column", "$x{0}"), ("cosine", "@image{0.000}")])
     mapper = similarity_mapper(low)

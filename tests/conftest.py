@@ -99,7 +99,7 @@ class ServedApp:
 def serve_app(models: str, log_path: Path) -> tuple[subprocess.Popen, ServedApp]:
     """Start the server in its own process group on a free port and wait for /liveness."""
     port = free_port()
-    command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness",
+    command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness", "--warm",
                "--args", "--models", models]
     log_file = log_path.open("w")
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,

@@ -13,8 +13,14 @@ from model_backend.tokens import visible_token
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
-FIGURES_OF_EVERY_VIEW = ("norms_heatmap", "norms_lines", "similarity_across_layers", "similarity_within_layer",
-                         "laminar_profile", "logit_lens", "attention_pattern", "sink_share", "intervention")
+FIGURES_BY_TAB = {
+    "Block diagram": ("block_diagram",),
+    "Norms & sinks": ("norms_heatmap", "norms_lines"),
+    "Cosine similarity": ("similarity_across_layers", "similarity_within_layer", "laminar_profile"),
+    "Logit lens": ("logit_lens", "lens_target"),
+    "Attention": ("attention_pattern", "sink_share"),
+    "Intervention": ("intervention",),
+}
 RUN_SECONDS = 30_000
 
 FIND_VIEW = """name => Bokeh.index.query_one(view => view.model.name === name)"""
@@ -23,6 +29,13 @@ TITLES = """names => names.map(name => {
     const view = Bokeh.index.query_one(v => v.model.name === name);
     return view ? view.model.title.text : null;
 })"""
+
+DIAGRAM_READY = """([part, pinned]) => {
+    const views = [...Bokeh.index.query(v => v.model.name === "block_diagram")];
+    if (views.length !== 1 || !views[0].has_finished()) return false;
+    const data = views[0].model.renderers.map(r => r.data_source).find(s => s.name === "block_diagram_parts").data;
+    return data.part.includes(part) && pinned.every(id => data.edge[data.part.indexOf(id)] > 3);
+}"""
 
 PART_CENTER = """part => {
     const view = Bokeh.index.query_one(v => v.model.name === "block_diagram");
@@ -66,6 +79,9 @@ def page_with_checks(page: Page, served_app):
     page.goto(served_app.url)
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
     yield page
+    # Closing the page while the server still sends updates logs a Tornado WebSocketClosedError traceback.
+    expect(page.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
+    page.wait_for_timeout(300)
     assert not errors, errors
 
 
@@ -81,9 +97,12 @@ def n_tokens_of(tiny_model, prompt: str) -> int:
     return capture_run(tiny_model, prompt, bos=True).seq_len
 
 
-def wait_for_titles(page: Page, n_tokens: int) -> None:
-    page.wait_for_function(f"""() => ({TITLES})({list(FIGURES_OF_EVERY_VIEW)})
-                               .every(title => title && title.includes("{n_tokens} tokens"))""",
+def show_tab(page: Page, tab: str, n_tokens: int | None = None) -> None:
+    """Open a tab (only the open tab is drawn) and wait until its figures are drawn, for this run if given."""
+    page.locator(".bk-tab", has_text=tab).click()
+    names = [name for name in FIGURES_BY_TAB[tab] if n_tokens is not None and name != "block_diagram"]
+    page.wait_for_function(f"""() => ({TITLES})({names}).every(title => title && title.includes("{n_tokens} tokens"))
+                               && {list(FIGURES_BY_TAB[tab])}.every(name => ({FIND_VIEW})(name)?.has_finished())""",
                            timeout=RUN_SECONDS)
 
 
@@ -91,38 +110,44 @@ def test_a_run_updates_every_view(page_with_checks, tiny_model):
     page = page_with_checks
     n_tokens = n_tokens_of(tiny_model, PROMPT)
     run_prompt(page, PROMPT, n_tokens)
-    wait_for_titles(page, n_tokens)
     ARTIFACTS.mkdir(exist_ok=True)
-    for tab in ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Attention", "Intervention"):
-        page.get_by_role("tab", name=tab).click()
-        page.wait_for_timeout(400)
+    for tab in FIGURES_BY_TAB:
+        show_tab(page, tab, n_tokens)
         page.screenshot(path=ARTIFACTS / f"page-{tab.split()[0].lower()}.png")
+    show_tab(page, "Block diagram")
+
+
+def click_part(page: Page, part: str, pinned: tuple[str, ...] = ()) -> None:
+    """Click the centre of a diagram box once the diagram is drawn with it and shows ``pinned`` as pinned
+    (pinning redraws the diagram)."""
+    page.wait_for_function(DIAGRAM_READY, arg=[part, list(pinned)], timeout=RUN_SECONDS)
+    page.wait_for_timeout(350)  # two taps within 300 ms would read as a double tap
+    point = page.evaluate(PART_CENTER, part)
+    page.mouse.click(point["x"], point["y"])
 
 
 def test_clicking_a_block_pins_its_card(page_with_checks):
     page = page_with_checks
-    page.wait_for_function(f"() => ({FIND_VIEW})('block_diagram')?.has_finished()")
-    point = page.evaluate(PART_CENTER, "block.1")
-    page.mouse.click(point["x"], point["y"])
+    click_part(page, "block.1")
     card = page.locator(".part-card").filter(has_text="layers.1.layer_output")
     expect(card).to_contain_text("blocks.1.hook_resid_post")
     expect(card).to_contain_text("Identity check")
-    page.wait_for_function(f"() => ({FIND_VIEW})('block_diagram')?.has_finished()")
-    page.wait_for_timeout(400)
-    point = page.evaluate(PART_CENTER, "attention.1")
-    page.mouse.click(point["x"], point["y"])
+    click_part(page, "attention.1", pinned=("block.1",))
     expect(page.locator(".part-card").filter(has_text="blocks.1.hook_attn_out")).to_be_visible()
     page.screenshot(path=ARTIFACTS / "page-cards.png")
     card.get_by_role("button", name="✕ unpin").click()
     expect(page.locator(".part-card").filter(has_text="blocks.1.hook_resid_post")).to_have_count(0)
+    click_part(page, "final_norm", pinned=("attention.1",))
+    expect(page.locator(".part-card").filter(has_text="ln_final.hook_normalized")).to_be_visible()
+
 
 
 def test_last_lens_row_is_the_model_argmax(page_with_checks, tiny_model):
     page = page_with_checks
     run = capture_run(tiny_model, PROMPT, bos=True)
     run_prompt(page, PROMPT, run.seq_len)
+    show_tab(page, "Logit lens", run.seq_len)
     expected = [visible_token(tiny_model.tokenizer.decode([int(i)])) for i in np.argmax(run.logits, axis=-1)]
-    page.wait_for_function(f"() => ({FIND_VIEW})('logit_lens') !== null")
     assert page.evaluate(LAST_LENS_ROW) == expected
     expect(page.locator(".lens-check")).to_contain_text("the last row is the model's logits")
 
@@ -134,13 +159,11 @@ def test_html_in_the_prompt_stays_text(page_with_checks, tiny_model):
     prompt = "<img src=x onerror=alert(1)> and <b>bold</b>"
     n_tokens = n_tokens_of(tiny_model, prompt)
     run_prompt(page, prompt, n_tokens)
-    wait_for_titles(page, n_tokens)
-    point = page.evaluate(PART_CENTER, "token_embeddings")
-    page.mouse.click(point["x"], point["y"])
+    show_tab(page, "Block diagram")
+    click_part(page, "token_embeddings")
     expect(page.locator(".part-card").filter(has_text="token_embeddings")).to_be_visible()
-    page.get_by_role("tab", name="Norms & sinks").click()
-    page.get_by_role("tab", name="Logit lens").click()
-    page.wait_for_timeout(500)
+    for tab in FIGURES_BY_TAB:
+        show_tab(page, tab, n_tokens)
     assert page.evaluate(INJECTED_IMAGES) == 0
     assert not dialogs
 

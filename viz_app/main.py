@@ -23,7 +23,7 @@ session = ExplorerSession(configured_models())
 state = session.state
 if pn.state.location:
     pn.state.location.sync(state, URL_STATE)
-pn.state.onload(session.start)
+pn.state.onload(session.launcher(session.start))
 
 pn.template.BootstrapTemplate(
     title="Residual Stream Explorer",
@@ -32,5 +32,5 @@ pn.template.BootstrapTemplate(
     main=[pn.Tabs(("Block diagram", DiagramView(state)), ("Norms & sinks", NormsView(state)),
                   ("Cosine similarity", SimilarityView(state)), ("Logit lens", LogitLensView(state)),
                   ("Attention", AttentionView(state)), ("Intervention", InterventionView(state)),
-                  dynamic=False)],
+                  dynamic=True)],
 ).servable()

@@ -79,11 +79,31 @@ class ExplorerSession:
         self.outcomes: list[ModelOutcome] = []
         self.loaded: LoadedModel | None = None
         self._work = asyncio.Lock()
-        self.state.param.watch(self.run_prompt, "run_requested")
-        self.state.param.watch(self.switch_model, "model")
-        self.state.param.watch(self.read_pattern, "layer")
-        self.state.param.watch(self.read_lens, ["target", "raw_lens"])
-        self.state.param.watch(self.sweep, "sweep_requested")
+        self._tasks: set[asyncio.Task] = set()
+        self.state.param.watch(self.launcher(self.run_prompt), "run_requested")
+        self.state.param.watch(self.launcher(self.switch_model), "model")
+        self.state.param.watch(self.launcher(self.read_pattern), "layer")
+        self.state.param.watch(self.launcher(self.read_lens), ["target", "raw_lens"])
+        self.state.param.watch(self.launcher(self.sweep), "sweep_requested")
+
+    def launcher(self, work):
+        """A callback that starts ``work`` as its own task and returns at once.
+
+        A coroutine awaited inside a Bokeh callback holds the session's document lock until it ends, so clicks
+        would queue behind a long run; a separate task releases it, and Panel schedules the task's updates.
+        Where no loop runs (``panel serve --warm`` runs the page once at start-up) the work runs to the end,
+        which loads the models before the first visitor comes.
+        """
+        def launch(*_event) -> None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                asyncio.run(work())
+                return
+            task = loop.create_task(work())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return launch
 
     @property
     def available(self) -> dict[str, str]:
@@ -103,18 +123,20 @@ class ExplorerSession:
         if not self.available:
             self.state.message = "No model could be loaded; see the reasons in the sidebar."
             return
-        self.state.model = requested if requested in self.available.values() else next(iter(self.available.values()))
-        if self.loaded is None:
+        chosen = requested if requested in self.available.values() else next(iter(self.available.values()))
+        if chosen == self.state.model:
             await self.switch_model()
+        else:
+            self.state.model = chosen  # the watcher switches
 
-    async def switch_model(self, *_event) -> None:
+    async def switch_model(self) -> None:
         outcome = next((o for o in self.outcomes if o.source == self.state.model and o.loaded is not None), None)
         if outcome is None:
             return
         self.loaded = outcome.loaded
         await self.run_prompt()
 
-    async def run_prompt(self, *_event) -> None:
+    async def run_prompt(self) -> None:
         """Run the prompt off the event loop, publish every view's data at once, then start the sweep."""
         if self.loaded is None:
             return
@@ -137,16 +159,16 @@ class ExplorerSession:
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
                                    f"pass {run.seconds:.2f} s · all views {time.perf_counter() - started:.2f} s")
-        await self.sweep()
+        self.launcher(self.sweep)()
 
-    async def read_pattern(self, *_event) -> None:
+    async def read_pattern(self) -> None:
         run = self.state.run
         if run is None or self.state.layer >= run.n_layers:
             return
         async with self._work:
             self.state.pattern = await asyncio.to_thread(run.attention_probabilities, self.state.layer)
 
-    async def read_lens(self, *_event) -> None:
+    async def read_lens(self) -> None:
         if self.state.run is None or self.loaded is None:
             return
         async with self._work:
@@ -159,7 +181,7 @@ class ExplorerSession:
                 return
             self.state.param.update(lens=lens, lens_tokens=lens_tokens, target_id=target_id, message="")
 
-    async def sweep(self, *_event) -> None:
+    async def sweep(self) -> None:
         """Scale each block's output by α in turn, reporting progress, off the event loop."""
         state, run, loaded = self.state, self.state.run, self.loaded
         if run is None or loaded is None:
