@@ -43,12 +43,14 @@ def sink_share_grid(run: Run, sink_position: int, is_detected_sink: bool):
     """Layer × head: the share of later queries' attention that lands on the sink (figure ``sink_share``)."""
     share = attention_share_received(run)[:, :, sink_position]  # [layer, head]
     mapper = LinearColorMapper(palette=Magma256, low=0.0, high=1.0)
-    what = f"sink {sink_position}" if is_detected_sink else "position 0 (no sink)"
+    what = f"sink {sink_position}" if is_detected_sink else "pos 0 (no sink)"
     fig = readable_figure(name="sink_share", width=440, height=500, x_range=(-0.5, run.n_heads - 0.5),
                           y_range=(run.n_layers - 0.5, -0.5),
-                          title=f"Attention share on {what} · {run.seq_len} tokens",
+                          title=f"Share on {what} · {run.seq_len} tokens",
                           tooltips=[("layer", "$y{0}"), ("head", "$x{0}"), ("share", "@image{0.00}")])
     fig.image(image=[np.nan_to_num(share)], x=-0.5, y=-0.5, dw=run.n_heads, dh=run.n_layers, color_mapper=mapper)
+    fig.xaxis.ticker = list(range(run.n_heads))
+    fig.yaxis.ticker = list(range(run.n_layers))
     fig.xaxis.axis_label = "head"
     fig.yaxis.axis_label = "layer"
     add_color_bar(fig, mapper, "share")

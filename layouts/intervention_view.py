@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import Span
 
 from model_backend.interventions import ScalingSweep
 from model_backend.tokens import visible_token
@@ -24,10 +23,9 @@ def sweep_plot(sweep: ScalingSweep, target_token: str, seq_len: int):
                           tooltips=[("block", "@x"), ("log p", "@y{0.000}")])
     fig.line(layers, sweep.scaled_logprobs, line_width=3, legend_label="block scaled")
     fig.scatter(layers, sweep.scaled_logprobs, size=10)
-    fig.add_layout(Span(location=sweep.clean_logprob, dimension="width", line_dash="dashed", line_width=2,
-                        line_color="#d62728"))
-    fig.line([], [], line_dash="dashed", line_color="#d62728", line_width=2,
-             legend_label=f"clean run: {sweep.clean_logprob:.3f}")
+    fig.line([layers[0], layers[-1]], [sweep.clean_logprob] * 2, line_dash="dashed", line_color="#d62728",
+             line_width=2, legend_label=f"clean run: {sweep.clean_logprob:.3f}")
+    fig.xaxis.ticker = list(layers)
     fig.xaxis.axis_label = "scaled block"
     fig.yaxis.axis_label = "log-probability"
     fig.legend.label_text_font_size = "15px"

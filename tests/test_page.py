@@ -22,6 +22,7 @@ FIGURES_BY_TAB = {
     "Intervention": ("intervention",),
 }
 RUN_SECONDS = 30_000
+expect.set_options(timeout=20_000)  # two cores, shared with model training: drawing can take seconds
 
 FIND_VIEW = """name => Bokeh.index.query_one(view => view.model.name === name)"""
 
@@ -172,7 +173,7 @@ def test_an_empty_prompt_shows_a_message_and_the_page_still_works(page_with_chec
     page = page_with_checks
     box = page.locator("input[placeholder='Type a prompt, press Enter']")
     box.fill("")
-    page.get_by_role("button", name="Run").click()
+    page.get_by_role("button", name="Run", exact=True).click()
     expect(page.locator(".error-line")).to_contain_text("empty")
     run_prompt(page, "Back to work", n_tokens_of(tiny_model, "Back to work"))
     expect(page.locator(".error-line")).to_have_count(0)
