@@ -82,7 +82,7 @@ def part_card(part_id: str, family: Family, n_layers: int, run: Run | None, sink
     full_names = [f"layers.{layer}.{name}" if kind.per_layer else name for name in kind.value_names]
     module = family.module_path(kind.role, layer) or "(none in this family)"
     title = kind.label.format(i=layer) + (f" · block {layer}" if kind.per_layer and kind.key != "block" else "")
-    close = pn.widgets.Button(name="✕ unpin", button_type="light", width=90, height=38)
+    close = pn.widgets.Button(label="✕ unpin", color="light", width=90, height=38)
     close.on_click(lambda _event: on_close(part_id))
     body = [pn.pane.HTML(f"<h3>{html.escape(title)}</h3><p>module <code>{html.escape(module)}</code></p>"
                          + value_rows(full_names, family, run), width=CARD_WIDTH - 20)]

@@ -1,4 +1,5 @@
-"""The sidebar: model picker, prompt, BOS switch, Run, progress, status, errors, model list and the NPZ export."""
+"""The sidebar: model picker, prompt, BOS switch, Run, the open block, progress, status, errors, model list and
+the NPZ export."""
 
 from __future__ import annotations
 
@@ -37,15 +38,16 @@ def sidebar_controls(state: ExplorerState, npz_file: Callable) -> list:
     prompt = pn.widgets.TextInput.from_param(state.param.prompt, width=SIDEBAR_WIDTH - 20,
                                              placeholder="Type a prompt, press Enter")
     prompt.param.watch(lambda _event: state.param.trigger("run_requested"), "enter_pressed")
-    run = pn.widgets.Button.from_param(state.param.run_requested, button_type="primary", width=120)
+    run = pn.widgets.Button.from_param(state.param.run_requested, color="primary", width=120)
     progress = pn.indicators.Progress(active=True, width=SIDEBAR_WIDTH - 20, visible=state.param.busy.rx.bool())
     download = pn.widgets.FileDownload(callback=npz_file, filename="run.npz", label="Download the run (NPZ)",
-                                       button_type="light", width=SIDEBAR_WIDTH - 20, embed=False,
+                                       color="light", width=SIDEBAR_WIDTH - 20, embed=False,
                                        disabled=state.param.run.rx.is_(None))
     return [
         pn.widgets.Select.from_param(state.param.model, width=SIDEBAR_WIDTH - 20),
         prompt,
         pn.Row(run, pn.widgets.Checkbox.from_param(state.param.bos, label="prepend BOS")),
+        pn.widgets.IntInput.from_param(state.param.layer, width=120),
         progress,
         pn.pane.HTML(pn.bind(status_line, state.param.status, state.param.busy), width=SIDEBAR_WIDTH - 20),
         pn.pane.HTML(pn.bind(error_line, state.param.message), width=SIDEBAR_WIDTH - 20),

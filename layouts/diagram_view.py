@@ -48,5 +48,4 @@ class DiagramView(pn.viewable.Viewer):
         return pn.Column(*reversed(cards), scroll=True, height=600, width=460)
 
     def __panel__(self):
-        return pn.Column(pn.widgets.IntInput.from_param(self.state.param.layer, width=140),
-                         pn.Row(self._diagram, self._cards))
+        return pn.Row(self._diagram, self._cards)

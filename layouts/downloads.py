@@ -12,4 +12,4 @@ import panel as pn
 def csv_download(make_table: Callable[[], pd.DataFrame], filename: str, label: str) -> pn.widgets.FileDownload:
     """A button that downloads ``make_table()`` as a CSV file."""
     return pn.widgets.FileDownload(callback=lambda: StringIO(make_table().to_csv()), filename=filename,
-                                   label=label, button_type="light", width=300, embed=False)
+                                   label=label, color="light", width=300, embed=False)

@@ -52,7 +52,7 @@ class InterventionView(pn.viewable.Viewer):
         return pn.Column(
             pn.Row(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
                    pn.widgets.FloatSlider.from_param(self.state.param.alpha, width=300),
-                   pn.widgets.Button.from_param(self.state.param.sweep_requested, button_type="primary",
+                   pn.widgets.Button.from_param(self.state.param.sweep_requested, color="primary",
                                                 width=200)),
             pn.indicators.Progress(value=pn.bind(lambda share: int(share * 100), self.state.param.sweep_progress),
                                    max=100, width=500),

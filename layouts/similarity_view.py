@@ -126,7 +126,7 @@ class SimilarityView(pn.viewable.Viewer):
         if run is None:
             return pn.Spacer()
         options = dict(zip(position_labels(run, range(run.seq_len)), range(run.seq_len)))
-        picker = pn.widgets.Select(name="token", options=options, value=min(self.state.token, run.seq_len - 1),
+        picker = pn.widgets.Select(label="token", options=options, value=min(self.state.token, run.seq_len - 1),
                                    width=260)
         picker.param.watch(lambda event: setattr(self.state, "token", event.new), "value")
         return picker

@@ -125,8 +125,9 @@ def serve_app(models: str, log_path: Path) -> tuple[subprocess.Popen, ServedApp]
 
 @pytest.fixture(scope="module")
 def served_app(tiny_gpt2_dir, tmp_path_factory):
-    """One server per test module, stopped with its whole process group; fails on a Traceback in its log."""
-    process, app = serve_app(str(tiny_gpt2_dir), tmp_path_factory.mktemp("server") / "server.log")
+    """One server per test module offering GPT-2 (not cached, offline: reported, never fatal) then the tiny model;
+    stopped with its whole process group; fails on a Traceback in its log."""
+    process, app = serve_app(f"gpt2,{tiny_gpt2_dir}", tmp_path_factory.mktemp("server") / "server.log")
     yield app
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,7 @@ def show_tab(page: Page, tab: str, n_tokens: int | None = None) -> None:
 
 def test_a_run_updates_every_view(page_with_checks, tiny_model):
     page = page_with_checks
+    expect(page.locator(".model-report")).to_contain_text("gpt2: not cached")
     n_tokens = n_tokens_of(tiny_model, PROMPT)
     run_prompt(page, PROMPT, n_tokens)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -142,6 +144,22 @@ def test_clicking_a_block_pins_its_card(page_with_checks):
     expect(page.locator(".part-card").filter(has_text="ln_final.hook_normalized")).to_be_visible()
 
 
+def test_a_shared_link_restores_prompt_block_and_cards(page_with_checks, browser, tiny_model):
+    page = page_with_checks
+    run_prompt(page, "Shared links work", n_tokens_of(tiny_model, "Shared links work"))
+    click_part(page, "block.2")
+    expect(page.locator(".part-card").filter(has_text="blocks.2.hook_resid_post")).to_be_visible()
+    expect(page).to_have_url(re.compile("pinned=.*block.2"))
+    second = browser.new_page(viewport={"width": 1366, "height": 768})
+    second.goto(page.url)
+    expect(second.locator(".status-line")).to_contain_text(" 5 tokens ", timeout=RUN_SECONDS)
+    expect(second.locator(".part-card").filter(has_text="blocks.2.hook_resid_post")).to_be_visible()
+    expect(second.locator("input[placeholder='Type a prompt, press Enter']")).to_have_value("Shared links work")
+    expect(second.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
+    second.wait_for_timeout(300)
+    second.close()
+
+
 
 def test_last_lens_row_is_the_model_argmax(page_with_checks, tiny_model):
     page = page_with_checks
@@ -163,7 +181,7 @@ def test_html_in_the_prompt_stays_text(page_with_checks, tiny_model):
     show_tab(page, "Block diagram")
     click_part(page, "token_embeddings")
     expect(page.locator(".part-card").filter(has_text="token_embeddings")).to_be_visible()
-    for tab in FIGURES_BY_TAB:
+    for tab in ("Norms & sinks", "Cosine similarity", "Logit lens"):  # the tabs that put tokens in HTML
         show_tab(page, tab, n_tokens)
     assert page.evaluate(INJECTED_IMAGES) == 0
     assert not dialogs

@@ -1,0 +1,56 @@
+"""The views built in-process from a tiny model's run: no server, no browser."""
+
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+from bokeh.document import Document
+
+from layouts.attention_view import AttentionView
+from layouts.cards import block_identity_error, part_card
+from layouts.diagram_parts import diagram_parts, parse_part_id, part_at
+from layouts.diagram_view import DiagramView
+from layouts.intervention_view import InterventionView
+from layouts.logit_lens_view import LogitLensView
+from layouts.norms_view import NormsView, sink_summary
+from layouts.similarity_view import SimilarityView
+from layouts.state import ExplorerState
+from model_backend import capture_run, detect_sinks, logit_lens
+
+HTML_PROMPT = "<img src=x onerror=alert(1)> & <b>"
+
+
+def filled_state(loaded, prompt: str) -> ExplorerState:
+    """A state holding everything the views draw, computed the way the app does."""
+    run = capture_run(loaded, prompt, bos=True)
+    lens = logit_lens(loaded, run, target_id=11)
+    tokens = [[[loaded.tokenizer.decode([int(i)]) for i in cell] for cell in row] for row in lens.top_ids]
+    return ExplorerState(family=loaded.family, run=run, sinks=detect_sinks(run), lens=lens,
+                         lens_tokens=np.array(tokens, dtype=object), pattern=run.attention_probabilities(0),
+                         pinned=["block.1", "attention.0", "token_embeddings"])
+
+
+def test_every_view_renders_from_a_run(gpt2):
+    state = filled_state(gpt2, HTML_PROMPT)
+    views = [DiagramView(state), NormsView(state), SimilarityView(state), LogitLensView(state), AttentionView(state),
+             InterventionView(state)]
+    pn.Column(*views).get_root(Document())
+
+
+def test_cards_escape_tokens_and_report_the_identity_check(gpt2):
+    state = filled_state(gpt2, HTML_PROMPT)
+    card = part_card("block.1", state.family, state.run.n_layers, state.run, state.sinks, on_close=print)
+    html = "".join(pane.object for pane in card.select(pn.pane.HTML))
+    assert "blocks.1.hook_resid_post" in html and "transformer.h.1" in html
+    assert "Identity check" in html
+    assert block_identity_error(state.run, 1) < 1e-4
+    assert "<img" not in sink_summary(state.run, state.sinks)
+
+
+def test_part_ids_round_trip_and_clicks_find_boxes():
+    parts = diagram_parts(n_layers=3, open_layer=2, has_position_embeddings=True)
+    for part in parts:
+        assert parse_part_id(part.id, 3) is not None
+        assert part_at(parts, part.x, part.y) is part
+    assert parse_part_id("block.3", 3) is None
+    assert parse_part_id("nonsense", 3) is None
