@@ -13,7 +13,7 @@ from model_backend.norms import attention_share_received
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
-from .state import ExplorerState
+from .tab_view import TabView
 from .style import add_color_bar, readable_figure
 
 MEAN_OVER_HEADS = "mean over heads"
@@ -57,14 +57,10 @@ def sink_share_grid(run: Run, sink_position: int, is_detected_sink: bool):
     return fig
 
 
-class AttentionView(pn.viewable.Viewer):
+class AttentionView(TabView):
     """Pattern of the state's layer for a chosen head, beside the sink-share grid."""
 
-    state = param.ClassSelector(class_=ExplorerState)
     head = param.Selector(default=MEAN_OVER_HEADS, objects=[MEAN_OVER_HEADS], label="head")
-
-    def __init__(self, state: ExplorerState, **params):
-        super().__init__(state=state, **params)
 
     @param.depends("state.run", watch=True, on_init=True)
     def _offer_heads(self):
@@ -73,8 +69,9 @@ class AttentionView(pn.viewable.Viewer):
         if self.head not in self.param.head.objects:
             self.head = MEAN_OVER_HEADS
 
-    @param.depends("state.pattern", "head")
+    @param.depends("state.pattern", "head", "state.shown_tab")
     def _figures(self):
+        self.skip_while_hidden()
         run, pattern = self.state.run, self.state.pattern
         if run is None or pattern is None:
             return pn.pane.Markdown("Run a prompt to see attention.")

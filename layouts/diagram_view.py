@@ -7,16 +7,11 @@ import param
 
 from .block_diagram import block_diagram
 from .cards import part_card
-from .state import ExplorerState
+from .tab_view import TabView
 
 
-class DiagramView(pn.viewable.Viewer):
+class DiagramView(TabView):
     """The diagram of the state's model with block ``state.layer`` open, and a card per pinned part."""
-
-    state = param.ClassSelector(class_=ExplorerState)
-
-    def __init__(self, state: ExplorerState, **params):
-        super().__init__(state=state, **params)
 
     def pin(self, part_id: str) -> None:
         """Pin a part's card (once); clicking a block in the chain also opens it."""
@@ -27,16 +22,18 @@ class DiagramView(pn.viewable.Viewer):
     def unpin(self, part_id: str) -> None:
         self.state.pinned = [p for p in self.state.pinned if p != part_id]
 
-    @param.depends("state.run", "state.layer", "state.pinned")
+    @param.depends("state.run", "state.layer", "state.pinned", "state.shown_tab")
     def _diagram(self):
+        self.skip_while_hidden()
         run = self.state.run
         if run is None or self.state.family is None:
             return pn.pane.Markdown("The diagram appears once a model has run a prompt.")
         layer = min(self.state.layer, run.n_layers - 1)
         return pn.pane.Bokeh(block_diagram(self.state.family, run.n_layers, layer, self.state.pinned, self.pin))
 
-    @param.depends("state.run", "state.sinks", "state.pinned")
+    @param.depends("state.run", "state.sinks", "state.pinned", "state.shown_tab")
     def _cards(self):
+        self.skip_while_hidden()
         run = self.state.run
         if run is None or self.state.family is None:
             return pn.Spacer()

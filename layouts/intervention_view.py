@@ -10,7 +10,7 @@ import param
 from model_backend.interventions import ScalingSweep
 from model_backend.tokens import visible_token
 
-from .state import ExplorerState
+from .tab_view import TabView
 from .style import readable_figure
 
 
@@ -33,16 +33,12 @@ def sweep_plot(sweep: ScalingSweep, target_token: str, seq_len: int):
     return fig
 
 
-class InterventionView(pn.viewable.Viewer):
+class InterventionView(TabView):
     """Target and α inputs, a button that asks for the sweep, its progress, and the plot."""
 
-    state = param.ClassSelector(class_=ExplorerState)
-
-    def __init__(self, state: ExplorerState, **params):
-        super().__init__(state=state, **params)
-
-    @param.depends("state.sweep")
+    @param.depends("state.sweep", "state.shown_tab")
     def _plot(self):
+        self.skip_while_hidden()
         run, sweep = self.state.run, self.state.sweep
         if sweep is None or run is None:
             return pn.pane.Markdown("Choose a target token and α, then press **Scale each block**.")

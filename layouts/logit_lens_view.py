@@ -18,6 +18,7 @@ from model_backend.tokens import visible_token
 
 from .downloads import csv_download
 from .state import ExplorerState
+from .tab_view import TabView
 from .style import add_color_bar, readable_figure
 
 CELL_TEXT_CHARS = 8
@@ -106,10 +107,8 @@ def lens_table(run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> pd.DataFra
     return pd.DataFrame(columns, index=lens.row_labels)
 
 
-class LogitLensView(pn.viewable.Viewer):
+class LogitLensView(TabView):
     """Grid, readout check, target plots and a raw-lens switch for the state's lens."""
-
-    state = param.ClassSelector(class_=ExplorerState)
 
     def __init__(self, state: ExplorerState, **params):
         super().__init__(state=state, **params)
@@ -122,8 +121,9 @@ class LogitLensView(pn.viewable.Viewer):
             self.selected.object = (f"<p class='lens-selected'><b>{html.escape(data['row'][i])}, position "
                                     f"{data['position'][i]}</b>: {html.escape(data['topk'][i])}</p>")
 
-    @param.depends("state.lens", "state.lens_tokens")
+    @param.depends("state.lens", "state.lens_tokens", "state.shown_tab")
     def _grid(self):
+        self.skip_while_hidden()
         run, lens, lens_tokens = self.state.run, self.state.lens, self.state.lens_tokens
         if lens is None or run is None:
             return pn.pane.Markdown("Run a prompt to read the logit lens.")

@@ -17,7 +17,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .state import ExplorerState
+from .tab_view import TabView
 from .style import add_color_bar, readable_figure, token_axis_labels
 
 
@@ -83,19 +83,15 @@ def norms_table(run: Run, norms: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(norms, index=[label for label, _ in residual_boundaries(run)], columns=columns)
 
 
-class NormsView(pn.viewable.Viewer):
+class NormsView(TabView):
     """Heatmap, lines and sink table for the state's run, with log-scale and skip-position-0 switches."""
 
     log_scale = param.Boolean(default=False, label="log scale")
     skip_first_in_colors = param.Boolean(default=True, label="leave position 0 out of the colour scale")
 
-    state = param.ClassSelector(class_=ExplorerState)
-
-    def __init__(self, state: ExplorerState, **params):
-        super().__init__(state=state, **params)
-
-    @param.depends("state.run", "log_scale", "skip_first_in_colors")
+    @param.depends("state.run", "log_scale", "skip_first_in_colors", "state.shown_tab")
     def _figures(self):
+        self.skip_while_hidden()
         run, sinks = self.state.run, self.state.sinks
         if run is None:
             return pn.pane.Markdown("Run a prompt to see the residual norms.")

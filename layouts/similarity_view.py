@@ -13,7 +13,7 @@ from model_backend.run import Run
 from model_backend.similarity import laminar_profile, token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
 
-from .state import ExplorerState
+from .tab_view import TabView
 from .style import add_color_bar, readable_figure
 
 MAX_PAIRS_DRAWN = 3000
@@ -75,7 +75,7 @@ def position_labels(run: Run, positions) -> list[str]:
     return [f"{p}:{visible_token(run.tokens[p])}" for p in positions]
 
 
-class SimilarityView(pn.viewable.Viewer):
+class SimilarityView(TabView):
     """The three cosine-similarity views of the state's run, with their pickers and switches."""
 
     skip_first = param.Boolean(default=False, label="leave out the first token")
@@ -84,13 +84,9 @@ class SimilarityView(pn.viewable.Viewer):
     within_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="colour scale lower bound")
     laminar_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="colour scale lower bound")
 
-    state = param.ClassSelector(class_=ExplorerState)
-
-    def __init__(self, state: ExplorerState, **params):
-        super().__init__(state=state, **params)
-
-    @param.depends("state.run", "state.token", "center", "across_low")
+    @param.depends("state.run", "state.token", "center", "across_low", "state.shown_tab")
     def _across(self):
+        self.skip_while_hidden()
         run = self.state.run
         if run is None:
             return pn.pane.Markdown("Run a prompt to compare vectors.")
@@ -101,8 +97,9 @@ class SimilarityView(pn.viewable.Viewer):
                                             f"Token {position} ({token}) across boundaries · {run.seq_len} tokens",
                                             "similarity_across_layers"))
 
-    @param.depends("state.run", "state.layer", "center", "skip_first", "within_low")
+    @param.depends("state.run", "state.layer", "center", "skip_first", "within_low", "state.shown_tab")
     def _within(self):
+        self.skip_while_hidden()
         run = self.state.run
         if run is None:
             return pn.pane.Markdown("")
@@ -113,15 +110,17 @@ class SimilarityView(pn.viewable.Viewer):
                                             f"Tokens within block {layer}'s output · {run.seq_len} tokens",
                                             "similarity_within_layer"))
 
-    @param.depends("state.run", "center", "skip_first", "laminar_low")
+    @param.depends("state.run", "center", "skip_first", "laminar_low", "state.shown_tab")
     def _laminar(self):
+        self.skip_while_hidden()
         run = self.state.run
         if run is None:
             return pn.pane.Markdown("")
         return laminar_heatmap(run, self.center, self.skip_first, self.laminar_low)
 
-    @param.depends("state.run")
+    @param.depends("state.run", "state.shown_tab")
     def _token_picker(self):
+        self.skip_while_hidden()
         run = self.state.run
         if run is None:
             return pn.Spacer()

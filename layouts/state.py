@@ -21,6 +21,8 @@ class ExplorerState(param.Parameterized):
     alpha = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="scale applied to one block's output")
     raw_lens = param.Boolean(default=False, doc="read blocks through lm_head without the final norm")
 
+    shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
+
     run_requested = param.Event(label="Run", doc="run the prompt")
     sweep_requested = param.Event(label="Scale each block", doc="run the scaling intervention")
 

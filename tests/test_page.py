@@ -80,11 +80,16 @@ def page_with_checks(page: Page, served_app):
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(served_app.url)
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
+    wait_until_idle(page)
     yield page
-    # Closing the page while the server still sends updates logs a Tornado WebSocketClosedError traceback.
-    expect(page.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
-    page.wait_for_timeout(300)
+    wait_until_idle(page)  # closing a page while the server still sends to it logs a Tornado traceback
     assert not errors, errors
+
+
+def wait_until_idle(page: Page) -> None:
+    """Wait until the page shows no work in progress (busy messages end with an ellipsis)."""
+    expect(page.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
+    page.wait_for_timeout(500)
 
 
 def run_prompt(page: Page, prompt: str, n_tokens: int) -> None:
