@@ -27,10 +27,10 @@ CHAIN_KINDS = (
 OPEN_BLOCK_KINDS = (
     PartKind("attention_norm", "input norm", "attention_norm", ("layer_input",), True),
     PartKind("attention", "attention", "attention", ("attention_output", "attention_probabilities"), True),
-    PartKind("attention_add", "⊕", "mlp_norm", ("layer_mid",), True),
+    PartKind("attention_add", "⊕ add", "mlp_norm", ("layer_mid",), True),
     PartKind("mlp_norm", "MLP norm", "mlp_norm", ("layer_mid",), True),
     PartKind("mlp", "MLP", "mlp", ("mlp_output",), True),
-    PartKind("mlp_add", "⊕", "layer", ("layer_output",), True),
+    PartKind("mlp_add", "⊕ add", "layer", ("layer_output",), True),
 )
 KINDS = {kind.key: kind for kind in CHAIN_KINDS + OPEN_BLOCK_KINDS}
 
@@ -38,10 +38,10 @@ KINDS = {kind.key: kind for kind in CHAIN_KINDS + OPEN_BLOCK_KINDS}
 OPEN_BLOCK_GEOMETRY = {
     "attention_norm": (4.6, 1.1, 2.2, 0.7),
     "attention": (4.6, 2.1, 2.2, 0.7),
-    "attention_add": (2.7, 3.0, 0.8, 0.6),
+    "attention_add": (2.7, 3.0, 1.0, 0.6),
     "mlp_norm": (4.6, 3.9, 2.2, 0.7),
     "mlp": (4.6, 4.9, 2.2, 0.7),
-    "mlp_add": (2.7, 5.8, 0.8, 0.6),
+    "mlp_add": (2.7, 5.8, 1.0, 0.6),
 }
 FRAME_HEIGHT = 6.4
 FRAME_LEFT, FRAME_RIGHT = 1.9, 6.1

@@ -40,8 +40,11 @@ class InterventionView(TabView):
     def _plot(self):
         self.skip_while_hidden()
         run, sweep = self.state.run, self.state.sweep
-        if sweep is None or run is None:
-            return pn.pane.Markdown("Choose a target token and α, then press **Scale each block**.")
+        if run is None:
+            return pn.pane.Markdown("Run a prompt, then scale each block.")
+        if sweep is None:
+            self.state.param.trigger("sweep_requested")
+            return pn.pane.Markdown("Scaling each block in turn…")
         return pn.pane.Bokeh(sweep_plot(sweep, self.state.target, run.seq_len))
 
     def __panel__(self):

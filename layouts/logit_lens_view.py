@@ -125,8 +125,11 @@ class LogitLensView(TabView):
     def _grid(self):
         self.skip_while_hidden()
         run, lens, lens_tokens = self.state.run, self.state.lens, self.state.lens_tokens
-        if lens is None or run is None:
+        if run is None:
             return pn.pane.Markdown("Run a prompt to read the logit lens.")
+        if lens is None:
+            self.state.param.trigger("lens_requested")
+            return pn.pane.Markdown("Reading every boundary through the unembedding…")
         parts = [pn.pane.HTML(readout_check(lens)), pn.pane.Bokeh(lens_grid(run, lens, lens_tokens,
                                                                              self.show_selected)), self.selected]
         if lens.target_probs is not None:

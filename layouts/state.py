@@ -24,6 +24,7 @@ class ExplorerState(param.Parameterized):
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
 
     run_requested = param.Event(label="Run", doc="run the prompt")
+    lens_requested = param.Event(doc="read the logit lens of the run (asked by its view once shown)")
     sweep_requested = param.Event(label="Scale each block", doc="run the scaling intervention")
 
     model_outcomes = param.List(default=[], doc="(name, loaded, origin or reason) for every configured model")

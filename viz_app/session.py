@@ -24,13 +24,11 @@ LENS_TOP_K = 5
 
 @dataclass(frozen=True)
 class Analysis:
-    """What the views draw for one run, computed together in a worker thread."""
+    """What the views draw for one run, computed together in a worker thread (the logit lens and the sweep
+    wait until their tab is shown: with a 50k vocabulary they cost more than the pass itself)."""
 
     run: Run
     sinks: object
-    lens: object
-    lens_tokens: np.ndarray
-    target_id: int | None
     pattern: np.ndarray
 
 
@@ -52,13 +50,10 @@ def lens_for(loaded: LoadedModel, run: Run, target_id: int | None, raw: bool):
     return lens, decoded(loaded, lens.top_ids)
 
 
-def analyse(loaded: LoadedModel, prompt: str, bos: bool, target: str, raw: bool, layer: int) -> Analysis:
-    """Run the prompt and compute everything the views show, in one worker thread."""
+def analyse(loaded: LoadedModel, prompt: str, bos: bool, layer: int) -> Analysis:
+    """Run the prompt and compute what most views show, in one worker thread."""
     run = capture_run(loaded, prompt, bos=bos)
-    target_id = target_token_id(loaded, target)
-    lens, lens_tokens = lens_for(loaded, run, target_id, raw)
-    return Analysis(run, detect_sinks(run), lens, lens_tokens, target_id,
-                    run.attention_probabilities(min(layer, run.n_layers - 1)))
+    return Analysis(run, detect_sinks(run), run.attention_probabilities(min(layer, run.n_layers - 1)))
 
 
 def failure_message(error: Exception) -> str:
@@ -83,7 +78,7 @@ class ExplorerSession:
         self.state.param.watch(self.launcher(self.run_prompt), "run_requested")
         self.state.param.watch(self.launcher(self.switch_model), "model")
         self.state.param.watch(self.launcher(self.read_pattern), "layer")
-        self.state.param.watch(self.launcher(self.read_lens), ["target", "raw_lens"])
+        self.state.param.watch(self.launcher(self.read_lens), ["target", "raw_lens", "lens_requested"])
         self.state.param.watch(self.launcher(self.sweep), "sweep_requested")
 
     def launcher(self, work):
@@ -145,8 +140,7 @@ class ExplorerSession:
             state.busy = f"Running the prompt through {loaded.display_name}…"
             started = time.perf_counter()
             try:
-                analysis = await asyncio.to_thread(analyse, loaded, state.prompt, state.bos, state.target,
-                                                   state.raw_lens, state.layer)
+                analysis = await asyncio.to_thread(analyse, loaded, state.prompt, state.bos, state.layer)
             except Exception as error:
                 self.report(error)
                 return
@@ -154,56 +148,67 @@ class ExplorerSession:
                 state.busy = ""
             run = analysis.run
             state.param.update(
-                family=loaded.family, run=run, sinks=analysis.sinks, lens=analysis.lens,
-                lens_tokens=analysis.lens_tokens, target_id=analysis.target_id, pattern=analysis.pattern,
+                family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None,
+                pattern=analysis.pattern,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
-                                   f"pass {run.seconds:.2f} s · all views {time.perf_counter() - started:.2f} s")
-        self.launcher(self.sweep)()
+                                   f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
 
     async def read_pattern(self) -> None:
-        run = self.state.run
-        if run is None or self.state.layer >= run.n_layers:
-            return
         async with self._work:
-            self.state.pattern = await asyncio.to_thread(run.attention_probabilities, self.state.layer)
+            run, layer = self.state.run, self.state.layer
+            if run is None or layer >= run.n_layers:
+                return
+            pattern = await asyncio.to_thread(run.attention_probabilities, layer)
+            if self.state.run is run:
+                self.state.pattern = pattern
 
     async def read_lens(self) -> None:
-        if self.state.run is None or self.loaded is None:
-            return
+        """Read the logit lens of the current run (with the target and raw switch), off the event loop."""
+        state = self.state
         async with self._work:
+            run, loaded = state.run, self.loaded
+            if run is None or loaded is None:
+                return
+            state.busy = "Reading the logit lens…"
             try:
-                target_id = target_token_id(self.loaded, self.state.target)
-                lens, lens_tokens = await asyncio.to_thread(lens_for, self.loaded, self.state.run, target_id,
-                                                            self.state.raw_lens)
+                target_id = target_token_id(loaded, state.target)
+                lens, lens_tokens = await asyncio.to_thread(lens_for, loaded, run, target_id, state.raw_lens)
             except Exception as error:
                 self.report(error)
                 return
-            self.state.param.update(lens=lens, lens_tokens=lens_tokens, target_id=target_id, message="")
+            finally:
+                state.busy = ""
+            if state.run is run:
+                state.param.update(lens=lens, lens_tokens=lens_tokens, target_id=target_id, message="")
 
     async def sweep(self) -> None:
         """Scale each block's output by α in turn, reporting progress, off the event loop."""
-        state, run, loaded = self.state, self.state.run, self.loaded
-        if run is None or loaded is None:
-            return
-        target_id = target_token_id(loaded, state.target)
-        if target_id is None:
-            state.message = "Type a target token for the intervention."
-            return
+        state = self.state
         loop = asyncio.get_running_loop()
 
         def progress(done: int, total: int) -> None:
             loop.call_soon_threadsafe(setattr, state, "sweep_progress", done / total)
 
         async with self._work:
+            run, loaded = state.run, self.loaded
+            if run is None or loaded is None:
+                return
+            target_id = target_token_id(loaded, state.target)
+            if target_id is None:
+                state.message = "Type a target token for the intervention."
+                return
             state.busy = "Scaling each block…"
             try:
-                state.sweep = await asyncio.to_thread(scaling_sweep, loaded, run, target_id, alpha=state.alpha,
-                                                      progress=progress)
+                sweep = await asyncio.to_thread(scaling_sweep, loaded, run, target_id, alpha=state.alpha,
+                                                progress=progress)
             except Exception as error:
                 self.report(error)
+                return
             finally:
                 state.busy = ""
+            if state.run is run:
+                state.sweep = sweep
 
     def report(self, error: Exception) -> None:
         """Show a failure on the page; the log gets a traceback only for failures the backend did not foresee."""
