@@ -13,8 +13,8 @@ from model_backend.norms import attention_share_received
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
-from .tab_view import TabView
 from .style import add_color_bar, readable_figure
+from .tab_view import TabView
 
 MEAN_OVER_HEADS = "mean over heads"
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from functools import partial
 
 import panel as pn
-
 from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
 from bokeh.palettes import Pastel1_9

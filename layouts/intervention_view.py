@@ -10,8 +10,8 @@ import param
 from model_backend.interventions import ScalingSweep
 from model_backend.tokens import visible_token
 
-from .tab_view import TabView
 from .style import readable_figure
+from .tab_view import TabView
 
 
 def sweep_plot(sweep: ScalingSweep, target_token: str, seq_len: int):

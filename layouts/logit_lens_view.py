@@ -18,8 +18,8 @@ from model_backend.tokens import visible_token
 
 from .downloads import csv_download
 from .state import ExplorerState
-from .tab_view import TabView
 from .style import add_color_bar, readable_figure
+from .tab_view import TabView
 
 CELL_TEXT_CHARS = 8
 VISIBLE_POSITIONS = 9
@@ -76,12 +76,12 @@ def target_plot(lens: LogitLens, target_token: str, seq_len: int):
     labels = lens.row_labels
     rows = FactorRange(*reversed(labels))
     token = visible_token(target_token)
-    probability = readable_figure(name="lens_target", width=480, height=300, y_range=rows, x_axis_type="log",
-                                  title=f"p({token}), last position · {seq_len} tokens",
+    probability = readable_figure(name="lens_target", width=600, height=300, y_range=rows, x_axis_type="log",
+                                  title=f"p({token}) at the end · {seq_len} tokens",
                                   tooltips=[("boundary", "@y"), ("p", "@x{0.0000}")])
     probability.line(lens.target_probs[:, -1], labels, line_width=3)
     probability.scatter(lens.target_probs[:, -1], labels, size=9)
-    rank = readable_figure(width=480, height=300, y_range=rows, x_axis_type="log", title=f"rank of {token} (1 = top)",
+    rank = readable_figure(width=360, height=300, y_range=rows, x_axis_type="log", title=f"rank of {token} (1 = top)",
                            tooltips=[("boundary", "@y"), ("rank", "@x")])
     rank.line(lens.target_ranks[:, -1], labels, line_width=3, color="#d62728")
     rank.scatter(lens.target_ranks[:, -1], labels, size=9, color="#d62728")

@@ -17,8 +17,8 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .tab_view import TabView
 from .style import add_color_bar, readable_figure, token_axis_labels
+from .tab_view import TabView
 
 
 def norms_heatmap(run: Run, norms: np.ndarray, *, log_scale: bool, skip_first_in_colors: bool):

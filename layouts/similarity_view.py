@@ -13,11 +13,11 @@ from model_backend.run import Run
 from model_backend.similarity import laminar_profile, token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
 
-from .tab_view import TabView
 from .style import add_color_bar, readable_figure
+from .tab_view import TabView
 
 MAX_PAIRS_DRAWN = 3000
-SQUARE = 420
+SQUARE = 380
 
 
 def similarity_mapper(low: float) -> LinearColorMapper:
@@ -92,9 +92,8 @@ class SimilarityView(TabView):
             return pn.pane.Markdown("Run a prompt to compare vectors.")
         position = min(self.state.token, run.seq_len - 1)
         labels, matrix = token_across_layers(run, position, center=self.center)
-        token = visible_token(run.tokens[position])
         return pn.pane.Bokeh(matrix_heatmap(matrix, labels, self.across_low,
-                                            f"Token {position} ({token}) across boundaries · {run.seq_len} tokens",
+                                            f"Token {position} across boundaries · {run.seq_len} tokens",
                                             "similarity_across_layers"))
 
     @param.depends("state.run", "state.layer", "center", "skip_first", "within_low", "state.shown_tab")
@@ -107,7 +106,7 @@ class SimilarityView(TabView):
         positions, matrix = tokens_within_layer(run, f"layers.{layer}.layer_output", center=self.center,
                                                 skip_first=self.skip_first)
         return pn.pane.Bokeh(matrix_heatmap(matrix, position_labels(run, positions), self.within_low,
-                                            f"Tokens within block {layer}'s output · {run.seq_len} tokens",
+                                            f"Tokens at block {layer}'s output · {run.seq_len} tokens",
                                             "similarity_within_layer"))
 
     @param.depends("state.run", "center", "skip_first", "laminar_low", "state.shown_tab")
@@ -126,13 +125,13 @@ class SimilarityView(TabView):
             return pn.Spacer()
         options = dict(zip(position_labels(run, range(run.seq_len)), range(run.seq_len)))
         picker = pn.widgets.Select(label="token", options=options, value=min(self.state.token, run.seq_len - 1),
-                                   width=260)
+                                   width=220)
         picker.param.watch(lambda event: setattr(self.state, "token", event.new), "value")
         return picker
 
     def __panel__(self):
-        layer_picker = pn.widgets.IntInput.from_param(self.state.param.layer, width=120)
-        across_low, within_low, laminar_low = (pn.widgets.FloatSlider.from_param(self.param[name], width=320)
+        layer_picker = pn.widgets.IntInput.from_param(self.state.param.layer, width=100)
+        across_low, within_low, laminar_low = (pn.widgets.FloatSlider.from_param(self.param[name], width=220)
                                                for name in ("across_low", "within_low", "laminar_low"))
         return pn.Column(
             pn.Row(pn.widgets.Checkbox.from_param(self.param.skip_first),

@@ -11,9 +11,8 @@ import signal
 import time
 
 import pytest
-from playwright.sync_api import Page, expect
-
 from conftest import serve_app
+from playwright.sync_api import Page, expect
 from test_page import ARTIFACTS, FIGURES_BY_TAB, FIND_VIEW, TITLES
 from tiny_models import save_tiny_gpt2
 

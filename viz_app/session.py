@@ -13,8 +13,16 @@ import numpy as np
 import torch
 
 from layouts.state import ExplorerState
-from model_backend import (BackendError, LoadedModel, Run, capture_run, detect_sinks, logit_lens, scaling_sweep,
-                           write_npz)
+from model_backend import (
+    BackendError,
+    LoadedModel,
+    Run,
+    capture_run,
+    detect_sinks,
+    logit_lens,
+    scaling_sweep,
+    write_npz,
+)
 
 from .models import ModelOutcome, shared_model
 
@@ -141,7 +149,7 @@ class ExplorerSession:
             started = time.perf_counter()
             try:
                 analysis = await asyncio.to_thread(analyse, loaded, state.prompt, state.bos, state.layer)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
                 self.report(error)
                 return
             finally:
@@ -174,7 +182,7 @@ class ExplorerSession:
             try:
                 target_id = target_token_id(loaded, state.target)
                 lens, lens_tokens = await asyncio.to_thread(lens_for, loaded, run, target_id, state.raw_lens)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
                 self.report(error)
                 return
             finally:
@@ -202,7 +210,7 @@ class ExplorerSession:
             try:
                 sweep = await asyncio.to_thread(scaling_sweep, loaded, run, target_id, alpha=state.alpha,
                                                 progress=progress)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
                 self.report(error)
                 return
             finally:
