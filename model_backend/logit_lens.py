@@ -55,13 +55,14 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
             logits = read_out(loaded, torch.from_numpy(run[name])[None], raw=raw)[0]  # [seq, vocab]
             if row == len(boundaries) - 1 and not raw:
                 last_row_diff = float((logits - torch.from_numpy(run.logits)).abs().max())
-            probs = logits.softmax(dim=-1)
-            best = probs.topk(k, dim=-1)
+            # Top-k of the logits, then only those k normalised: no full-vocabulary probability table.
+            log_normaliser = logits.logsumexp(dim=-1, keepdim=True)
+            best = logits.topk(k, dim=-1)
             top_ids.append(best.indices.numpy())
-            top_probs.append(best.values.numpy())
+            top_probs.append((best.values - log_normaliser).exp().numpy())
             if target_id is not None:
                 target_logit = logits[:, target_id : target_id + 1]
-                target_probs.append(probs[:, target_id].numpy())
+                target_probs.append((target_logit - log_normaliser).exp()[:, 0].numpy())
                 target_ranks.append(((logits > target_logit).sum(dim=-1) + 1).numpy())
     return LogitLens(
         row_labels=labels,
