@@ -104,11 +104,15 @@ class ServedApp:
         return CLOSED_TAB_REPORT.sub("", self.log())
 
 
-def serve_app(models: str, log_path: Path) -> tuple[subprocess.Popen, ServedApp]:
-    """Start the server in its own process group on a free port and wait for /liveness."""
+def serve_app(models: str | None, log_path: Path) -> tuple[subprocess.Popen, ServedApp]:
+    """Start the server in its own process group on a free port and wait for /liveness.
+
+    ``models`` None serves the default list, as ``panel serve viz_app`` does on a fresh clone.
+    """
     port = free_port()
-    command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness", "--warm",
-               "--args", "--models", models]
+    command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness", "--warm"]
+    if models is not None:
+        command += ["--args", "--models", models]
     log_file = log_path.open("w")
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
                                env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)

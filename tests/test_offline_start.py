@@ -1,0 +1,38 @@
+"""A fresh clone with no network: ``panel serve viz_app`` opens on the shipped demo model and says why not GPT-2."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from conftest import serve_app
+
+RUN_SECONDS = 60_000
+
+
+@pytest.fixture(scope="module")
+def default_app(tmp_path_factory):
+    process, app = serve_app(None, tmp_path_factory.mktemp("default-server") / "server.log")
+    yield app
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=10)
+    assert "Traceback" not in app.log(), app.log()
+
+
+def test_offline_page_opens_on_the_demo_model(page: Page, default_app):
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.goto(default_app.url)
+    status = page.locator(".status-line")
+    expect(status).to_contain_text("demo-gpt2 (local folder)", timeout=RUN_SECONDS)
+    expect(status).to_contain_text("tokens", timeout=RUN_SECONDS)
+    expect(page.get_by_text("gpt2: not cached", exact=False).first).to_be_visible()
+    expect(page.get_by_text("HF_HUB_OFFLINE is set", exact=False).first).to_be_visible()
+    expect(status).not_to_contain_text("…", timeout=RUN_SECONDS)
+    page.locator(".bk-tab", has_text="Norms").click()
+    expect(page.locator(".sink-summary")).to_be_visible(timeout=RUN_SECONDS)
+    page.screenshot(path="test-artifacts/offline-demo-norms.png")
+    assert not errors, errors
