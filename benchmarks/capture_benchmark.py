@@ -2,8 +2,9 @@
 
 Model: a GPT-2-small-shaped random model (12 x 768, GPT-2's real tokenizer); random weights cost the same compute
 as pretrained ones. Prompts of 32, 256 and 1024 tokens, torch on 2 threads. Time is the median of several calls
-after a warm-up, as a ratio to the plain forward. Memory is the resident-set growth sampled during one call, each
-in a fresh process started with MALLOC_MMAP_THRESHOLD_=65536 so freed memory cannot hide the peak.
+after a warm-up, as a ratio to the plain forward, the three methods taking turns in one process. Memory is the
+resident-set growth sampled during one call, each in a fresh process started with MALLOC_MMAP_THRESHOLD_=65536 so
+freed memory cannot hide the peak.
 
     python benchmarks/capture_benchmark.py [--lengths 32 256 1024] [--repeats 5]
 """
@@ -87,59 +88,65 @@ def peak_rss_growth(function) -> tuple[float, object]:
     return (peak - baseline) / 2**20, result
 
 
-def measure_in_this_process(folder: str, method: str, length: int, repeats: int, mode: str) -> dict:
-    """One measurement (time or memory) of one method at one length, in the current process."""
+def median_times(folder: str, length: int, repeats: int) -> dict[str, float]:
+    """Median seconds per method, the methods taking turns call by call so that drift in the machine's speed
+    touches them all alike."""
+    from model_backend import load_model
+
+    loaded = load_model(folder)
+    calls = {method: call_for(method, loaded, prompt_ids(length)) for method in METHODS}
+    seconds = {method: [] for method in METHODS}
+    with torch.inference_mode():
+        for call in calls.values():
+            call()  # warm-up
+        for _ in range(repeats):
+            for method, call in calls.items():
+                started = time.perf_counter()
+                call()
+                seconds[method].append(time.perf_counter() - started)
+    return {method: statistics.median(values) for method, values in seconds.items()}
+
+
+def peak_memory_here(folder: str, method: str, length: int) -> float:
+    """Peak resident-set growth in MiB of one call, in this (fresh) process, after a short warm-up call."""
     from model_backend import load_model
 
     torch.set_num_threads(2)
     loaded = load_model(folder)
     with torch.inference_mode():
-        call_for(method, loaded, prompt_ids(16))()  # warm-up: lazy initialisation, kernel selection
-        call = call_for(method, loaded, prompt_ids(length))
-        if mode == "memory":
-            mib, _ = peak_rss_growth(call)
-            return {"peak_mib": mib}
-        call()
-        seconds = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            call()
-            seconds.append(time.perf_counter() - started)
-    return {"median_s": statistics.median(seconds)}
+        call_for(method, loaded, prompt_ids(16))()
+        mib, _ = peak_rss_growth(call_for(method, loaded, prompt_ids(length)))
+    return mib
 
 
-def measure_in_fresh_process(folder: Path, method: str, length: int, repeats: int, mode: str) -> dict:
+def peak_memory_in_fresh_process(folder: Path, method: str, length: int) -> float:
     environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "2"}
-    command = [sys.executable, __file__, "--measure", json.dumps([str(folder), method, length, repeats, mode])]
+    command = [sys.executable, __file__, "--measure-memory", json.dumps([str(folder), method, length])]
     output = subprocess.run(command, env=environment, capture_output=True, text=True, check=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+    return float(output.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 256, 1024])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--measure-memory", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
-    if arguments.measure:
-        print(json.dumps(measure_in_this_process(*json.loads(arguments.measure))))
+    if arguments.measure_memory:
+        print(peak_memory_here(*json.loads(arguments.measure_memory)))
         return
+    torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as folder:
         save_gpt2_small_shaped(Path(folder))
         print(f"GPT-2-small-shaped random model, torch {torch.__version__}, 2 threads, "
-              f"median of {arguments.repeats} after a warm-up; memory: RSS growth in a fresh process")
+              f"median of {arguments.repeats} interleaved calls after a warm-up; memory: RSS growth in a fresh process")
         print(f"{'tokens':>6}  {'method':<27} {'time':>8} {'vs plain':>9} {'peak extra':>11}")
         for length in arguments.lengths:
-            results = {}
+            times = median_times(folder, length, arguments.repeats)
             for method in METHODS:
-                results[method] = {
-                    **measure_in_fresh_process(Path(folder), method, length, arguments.repeats, "time"),
-                    **measure_in_fresh_process(Path(folder), method, length, arguments.repeats, "memory"),
-                }
-            plain = results["plain forward"]["median_s"]
-            for method, figures in results.items():
-                print(f"{length:>6}  {method:<27} {figures['median_s']:>7.3f}s {figures['median_s'] / plain:>8.2f}x "
-                      f"{figures['peak_mib']:>8.0f} MiB", flush=True)
+                mib = peak_memory_in_fresh_process(Path(folder), method, length)
+                ratio = times[method] / times["plain forward"]
+                print(f"{length:>6}  {method:<27} {times[method]:>7.3f}s {ratio:>8.2f}x {mib:>8.0f} MiB", flush=True)
 
 
 if __name__ == "__main__":
