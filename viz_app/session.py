@@ -145,15 +145,11 @@ class ExplorerSession:
             return
         state, loaded = self.state, self.loaded
         async with self._work:
-            state.busy = f"Running the prompt through {loaded.display_name}…"
             started = time.perf_counter()
-            try:
-                analysis = await asyncio.to_thread(analyse, loaded, state.prompt, state.bos, state.layer)
-            except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
-                self.report(error)
+            analysis = await self.in_worker(f"Running the prompt through {loaded.display_name}…", analyse, loaded,
+                                            state.prompt, state.bos, state.layer)
+            if analysis is None:
                 return
-            finally:
-                state.busy = ""
             run = analysis.run
             state.param.update(
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None,
@@ -178,15 +174,11 @@ class ExplorerSession:
             run, loaded = state.run, self.loaded
             if run is None or loaded is None:
                 return
-            state.busy = "Reading the logit lens…"
-            try:
-                target_id = target_token_id(loaded, state.target)
-                lens, lens_tokens = await asyncio.to_thread(lens_for, loaded, run, target_id, state.raw_lens)
-            except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
-                self.report(error)
+            target_id = target_token_id(loaded, state.target)
+            result = await self.in_worker("Reading the logit lens…", lens_for, loaded, run, target_id, state.raw_lens)
+            if result is None:
                 return
-            finally:
-                state.busy = ""
+            lens, lens_tokens = result
             if state.run is run:
                 state.param.update(lens=lens, lens_tokens=lens_tokens, target_id=target_id, message="")
 
@@ -206,17 +198,21 @@ class ExplorerSession:
             if target_id is None:
                 state.message = "Type a target token for the intervention."
                 return
-            state.busy = "Scaling each block…"
-            try:
-                sweep = await asyncio.to_thread(scaling_sweep, loaded, run, target_id, alpha=state.alpha,
-                                                progress=progress)
-            except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
-                self.report(error)
-                return
-            finally:
-                state.busy = ""
-            if state.run is run:
+            sweep = await self.in_worker("Scaling each block…", scaling_sweep, loaded, run, target_id,
+                                         alpha=state.alpha, progress=progress)
+            if state.run is run and sweep is not None:
                 state.sweep = sweep
+
+    async def in_worker(self, doing: str, function, *args, **kwargs):
+        """Run backend work in a thread while the page says what it is doing; on failure report it, return None."""
+        self.state.busy = doing
+        try:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
+            self.report(error)
+            return None
+        finally:
+            self.state.busy = ""
 
     def report(self, error: Exception) -> None:
         """Show a failure on the page; the log gets a traceback only for failures the backend did not foresee."""
