@@ -23,6 +23,7 @@ from model_backend import (
     scaling_sweep,
     write_npz,
 )
+from model_backend.tokens import token_strings
 
 from .models import ModelOutcome, shared_model
 
@@ -43,7 +44,7 @@ class Analysis:
 def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
     """Token ids decoded one by one (leading spaces kept), each distinct id decoded once."""
     unique, inverse = np.unique(token_ids, return_inverse=True)
-    strings = np.array([loaded.tokenizer.decode([int(i)]) for i in unique], dtype=object)
+    strings = np.array(token_strings(loaded, unique.tolist()), dtype=object)
     return strings[inverse].reshape(token_ids.shape)
 
 
