@@ -11,76 +11,98 @@ from bokeh.palettes import Magma256
 
 from model_backend.norms import attention_share_received
 from model_backend.run import Run
-from model_backend.tokens import visible_token
 
-from .style import add_color_bar, readable_figure
+from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, token_axis_labels
 from .tab_view import TabView
 
 MEAN_OVER_HEADS = "mean over heads"
 
 
-def pattern_heatmap(run: Run, pattern: np.ndarray, layer: int, head: int | None):
-    """The [query, key] pattern as an image, query 0 at the top (figure ``attention_pattern``)."""
-    matrix = pattern.mean(axis=0) if head is None else pattern[head]
-    n = run.seq_len
-    mapper = LinearColorMapper(palette=Magma256, low=0.0, high=float(matrix.max()) or 1.0)
-    which = MEAN_OVER_HEADS if head is None else f"head {head}"
-    fig = readable_figure(name="attention_pattern", width=560, height=500, x_range=(-0.5, n - 0.5),
-                          y_range=(n - 0.5, -0.5), title=f"Block {layer}, {which} · {n} tokens",
+def pattern_heatmap() -> tuple:
+    """An empty [query, key] pattern image, query 0 at the top (figure ``attention_pattern``), and its source."""
+    mapper = LinearColorMapper(palette=Magma256, low=0.0, high=1.0)
+    fig = readable_figure(name="attention_pattern", width=560, height=500, x_range=(-0.5, 0.5), y_range=(0.5, -0.5),
                           tooltips=[("query", "$y{0}"), ("key", "$x{0}"), ("weight", "@image{0.000}")])
-    fig.image(image=[matrix], x=-0.5, y=-0.5, dw=n, dh=n, color_mapper=mapper)
-    labels = {p: f"{p}:{visible_token(t)}" for p, t in enumerate(run.tokens)}
-    fig.xaxis.major_label_overrides = labels
-    fig.yaxis.major_label_overrides = labels
+    source = image_source(fig, mapper)
     fig.xaxis.major_label_orientation = 0.9
     fig.xaxis.axis_label = "key"
     fig.yaxis.axis_label = "query"
     add_color_bar(fig, mapper, "weight")
-    return fig
+    return fig, source, mapper
 
 
-def sink_share_grid(run: Run, sink_position: int, is_detected_sink: bool):
-    """Layer × head: the share of later queries' attention that lands on the sink (figure ``sink_share``)."""
-    share = attention_share_received(run)[:, :, sink_position]  # [layer, head]
+def sink_share_grid() -> tuple:
+    """An empty layer × head grid of the share of later queries' attention on the sink (figure ``sink_share``)."""
     mapper = LinearColorMapper(palette=Magma256, low=0.0, high=1.0)
-    what = f"sink {sink_position}" if is_detected_sink else "pos 0 (no sink)"
-    fig = readable_figure(name="sink_share", width=440, height=500, x_range=(-0.5, run.n_heads - 0.5),
-                          y_range=(run.n_layers - 0.5, -0.5),
-                          title=f"Share on {what} · {run.seq_len} tokens",
+    fig = readable_figure(name="sink_share", width=440, height=500, x_range=(-0.5, 0.5), y_range=(0.5, -0.5),
                           tooltips=[("layer", "$y{0}"), ("head", "$x{0}"), ("share", "@image{0.00}")])
-    fig.image(image=[np.nan_to_num(share)], x=-0.5, y=-0.5, dw=run.n_heads, dh=run.n_layers, color_mapper=mapper)
-    fig.xaxis.ticker = list(range(run.n_heads))
-    fig.yaxis.ticker = list(range(run.n_layers))
+    source = image_source(fig, mapper)
     fig.xaxis.axis_label = "head"
     fig.yaxis.axis_label = "layer"
     add_color_bar(fig, mapper, "share")
-    return fig
+    return fig, source
 
 
 class AttentionView(TabView):
-    """Pattern of the state's layer for a chosen head, beside the sink-share grid."""
+    """Pattern of the state's layer for a chosen head, beside the sink-share grid; the pattern is recomputed
+    only when this view is shown (it costs a block's attention)."""
 
     head = param.Selector(default=MEAN_OVER_HEADS, objects=[MEAN_OVER_HEADS], label="head")
 
-    @param.depends("state.run", watch=True, on_init=True)
-    def _offer_heads(self):
+    watches = ("run", "sinks", "pattern", "layer")
+    own_watches = ("head",)
+
+    def __init__(self, state, **params):
+        super().__init__(state, **params)
+        self.pattern_fig, self.pattern_image, self.pattern_mapper = pattern_heatmap()
+        self.share_fig, self.share_image = sink_share_grid()
+        self.state.param.watch(self._offer_heads, "run")
+        self.request_refresh()
+
+    def _offer_heads(self, *_events) -> None:
         heads = [] if self.state.run is None else list(range(self.state.run.n_heads))
         self.param.head.objects = [MEAN_OVER_HEADS, *heads]
         if self.head not in self.param.head.objects:
             self.head = MEAN_OVER_HEADS
 
-    @param.depends("state.pattern", "head", "state.shown_tab")
-    def _figures(self):
-        self.skip_while_hidden()
-        run, pattern = self.state.run, self.state.pattern
-        if run is None or pattern is None:
-            return pn.pane.Markdown("Run a prompt to see attention.")
-        sinks = self.state.sinks.sink_positions if self.state.sinks is not None else []
-        head = None if self.head == MEAN_OVER_HEADS else self.head
+    def refresh(self) -> None:
+        run, sinks = self.state.run, self.state.sinks
+        if run is None or sinks is None:
+            return
         layer = min(self.state.layer, run.n_layers - 1)
-        return pn.Row(pn.pane.Bokeh(pattern_heatmap(run, pattern, layer, head)),
-                      pn.pane.Bokeh(sink_share_grid(run, sinks[0] if sinks else 0, bool(sinks))))
+        self.show_sink_share(run, sinks.sink_positions)
+        if self.state.pattern is None or self.state.pattern_layer != layer:
+            self.state.param.trigger("pattern_requested")
+            return
+        self.show_pattern(run, layer)
+
+    def show_pattern(self, run: Run, layer: int) -> None:
+        head = None if self.head == MEAN_OVER_HEADS else self.head
+        pattern = self.state.pattern
+        matrix = pattern.mean(axis=0) if head is None else pattern[head]
+        n = run.seq_len
+        self.pattern_mapper.high = float(matrix.max()) or 1.0
+        show_matrix(self.pattern_image, matrix)
+        cells_range(self.pattern_fig.x_range, n)
+        cells_range(self.pattern_fig.y_range, n, flipped=True)
+        labels = token_axis_labels(run.tokens)
+        self.pattern_fig.xaxis.major_label_overrides = labels
+        self.pattern_fig.yaxis.major_label_overrides = labels
+        which = MEAN_OVER_HEADS if head is None else f"head {head}"
+        self.pattern_fig.title.text = f"Block {layer}, {which} · {n} tokens"
+
+    def show_sink_share(self, run: Run, sink_positions: list[int]) -> None:
+        sink = sink_positions[0] if sink_positions else 0
+        share = attention_share_received(run)[:, :, sink]  # [layer, head]
+        show_matrix(self.share_image, np.nan_to_num(share))
+        cells_range(self.share_fig.x_range, run.n_heads)
+        cells_range(self.share_fig.y_range, run.n_layers, flipped=True)
+        self.share_fig.xaxis.ticker = list(range(run.n_heads))
+        self.share_fig.yaxis.ticker = list(range(run.n_layers))
+        what = f"sink {sink}" if sink_positions else "pos 0 (no sink)"
+        self.share_fig.title.text = f"Share on {what} · {run.seq_len} tokens"
 
     def __panel__(self):
         return pn.Column(pn.Row(pn.widgets.IntInput.from_param(self.state.param.layer, width=120),
-                                pn.widgets.Select.from_param(self.param.head, width=220)), self._figures)
+                                pn.widgets.Select.from_param(self.param.head, width=220)),
+                         pn.Row(pn.pane.Bokeh(self.pattern_fig), pn.pane.Bokeh(self.share_fig)))

@@ -31,16 +31,19 @@ def parts_source(parts: list[Part], family: Family, pinned: list[str], open_laye
     def module_of(part: Part) -> str:
         return family.module_path(part.kind.role, part.layer) or "(none in this family)"
 
-    def edge_of(part: Part) -> float:
-        return 4.0 if part.id in pinned else (2.5 if part.id == f"block.{open_layer}" else 1.0)
-
     return ColumnDataSource({
         "x": [p.x for p in parts], "y": [p.y for p in parts],
         "width": [p.width for p in parts], "height": [p.height for p in parts],
         "label": [p.label for p in parts], "part": [p.id for p in parts],
         "module": [module_of(p) for p in parts], "reads": [", ".join(p.full_names()) for p in parts],
-        "color": [KIND_COLORS[p.kind.key] for p in parts], "edge": [edge_of(p) for p in parts],
+        "color": [KIND_COLORS[p.kind.key] for p in parts],
+        "edge": edge_widths([p.id for p in parts], pinned, open_layer),
     }, name="block_diagram_parts")
+
+
+def edge_widths(part_ids: list[str], pinned: list[str], open_layer: int) -> list[float]:
+    """Box outlines: thick for a pinned part, medium for the open block, thin otherwise."""
+    return [4.0 if p in pinned else (2.5 if p == f"block.{open_layer}" else 1.0) for p in part_ids]
 
 
 def block_diagram(family: Family, n_layers: int, open_layer: int, pinned: list[str] = (),

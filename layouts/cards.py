@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 import panel as pn
+from bokeh.models import ColumnDataSource
 
 from model_backend.families import Family
 from model_backend.names import split_full_name
@@ -59,43 +60,74 @@ def sink_lines(full_name: str, run: Run, sinks: SinkReport | None) -> str:
     return "".join(lines)
 
 
-def norm_plot(full_name: str, run: Run, sinks: SinkReport | None):
-    """Norm per position of one value, a small bar plot with the sinks in red."""
-    norms = np.linalg.norm(run[full_name], axis=-1)
-    sink_positions = set(sinks.sink_positions) if sinks is not None else set()
-    colors = ["#d62728" if p in sink_positions else "#1f77b4" for p in range(len(norms))]
-    fig = readable_figure(width=CARD_WIDTH - 20, height=190, title=f"‖{full_name}‖ per position",
-                          tools="hover,save", tooltips=[("position", "@x"), ("norm", "@top{0.0}")])
-    fig.vbar(x=np.arange(len(norms)), top=norms, width=0.8, color=colors)
+def norm_plot() -> tuple:
+    """An empty bar plot of one value's norm per position, sinks in red, and its source."""
+    fig = readable_figure(width=CARD_WIDTH - 20, height=190, tools="hover,save",
+                          tooltips=[("position", "@x"), ("norm", "@top{0.0}")])
+    bars = ColumnDataSource({"x": [], "top": [], "color": []})
+    fig.vbar(x="x", top="top", width=0.8, color="color", source=bars)
     fig.xaxis.axis_label = "position"
     fig.title.text_font_size = "14px"
-    return fig
+    return fig, bars
+
+
+class PartCard:
+    """The card of one pinned part: what it reads, where, under which names and hooks, with live figures that a new
+    run updates in place."""
+
+    def __init__(self, part_id: str, family: Family, n_layers: int, on_close: Callable[[str], None]):
+        kind, layer = parse_part_id(part_id, n_layers)
+        self.part_id, self.family, self.kind, self.layer = part_id, family, kind, layer
+        self.full_names = [f"layers.{layer}.{name}" if kind.per_layer else name for name in kind.value_names]
+        module = family.module_path(kind.role, layer) or "(none in this family)"
+        title = kind.label.format(i=layer) + (f" · block {layer}" if kind.per_layer and kind.key != "block" else "")
+        close = pn.widgets.Button(label="✕ unpin", color="light", width=90, height=38)
+        close.on_click(lambda _event: on_close(part_id))
+        self.values = pn.pane.HTML(self.header(title, module, None), width=CARD_WIDTH - 20)
+        self.plot, self.bars = norm_plot()
+        self.plot_pane = pn.pane.Bokeh(self.plot, visible=False)
+        self.live = pn.pane.HTML("", width=CARD_WIDTH - 20)
+        self.title, self.module = title, module
+        self.shown_for: tuple = (None, None)
+        self.layout = pn.Column(pn.Row(pn.Spacer(), close), self.values, self.plot_pane, self.live, width=CARD_WIDTH,
+                                css_classes=["part-card"], name=f"card {part_id}",
+                                styles={"border": "2px solid #888", "border-radius": "6px", "padding": "4px",
+                                        "background": "white"})
+
+    def header(self, title: str, module: str, run: Run | None) -> str:
+        return (f"<h3>{html.escape(title)}</h3><p>module <code>{html.escape(module)}</code></p>"
+                + value_rows(self.full_names, self.family, run))
+
+    def shows(self, run: Run, sinks: SinkReport | None) -> bool:
+        """Whether the card already shows this run and sink report."""
+        return self.shown_for[0] is run and self.shown_for[1] is sinks
+
+    def show(self, run: Run, sinks: SinkReport | None) -> None:
+        """Fill the card with this run's shapes, the norm per position and the sink and identity figures."""
+        self.shown_for = (run, sinks)
+        self.values.object = self.header(self.title, self.module, run)
+        live = [name for name in self.full_names if name in run]
+        extra = ""
+        if live:
+            norms = np.linalg.norm(run[live[-1]], axis=-1)
+            sink_positions = set(sinks.sink_positions) if sinks is not None else set()
+            self.bars.data = {"x": np.arange(len(norms)), "top": norms,
+                              "color": ["#d62728" if p in sink_positions else "#1f77b4" for p in range(len(norms))]}
+            self.plot.title.text = f"‖{live[-1]}‖ per position · {run.seq_len} tokens"
+            extra = sink_lines(live[-1], run, sinks)
+        self.plot_pane.visible = bool(live)
+        if self.kind.key == "block":
+            extra += (f"<p><b>Identity check</b>: layer_input + attention_output + mlp_output vs layer_output, "
+                      f"max error {block_identity_error(run, self.layer):.2e}</p>")
+        self.live.object = extra
 
 
 def part_card(part_id: str, family: Family, n_layers: int, run: Run | None, sinks: SinkReport | None,
-              on_close: Callable[[str], None]) -> pn.Column | None:
-    """The card for one pinned part, or None when the id names nothing in this model."""
-    parsed = parse_part_id(part_id, n_layers)
-    if parsed is None:
+              on_close: Callable[[str], None]) -> PartCard | None:
+    """The card for one pinned part, filled for ``run`` if given, or None when the id names nothing in this model."""
+    if parse_part_id(part_id, n_layers) is None:
         return None
-    kind, layer = parsed
-    full_names = [f"layers.{layer}.{name}" if kind.per_layer else name for name in kind.value_names]
-    module = family.module_path(kind.role, layer) or "(none in this family)"
-    title = kind.label.format(i=layer) + (f" · block {layer}" if kind.per_layer and kind.key != "block" else "")
-    close = pn.widgets.Button(label="✕ unpin", color="light", width=90, height=38)
-    close.on_click(lambda _event: on_close(part_id))
-    body = [pn.pane.HTML(f"<h3>{html.escape(title)}</h3><p>module <code>{html.escape(module)}</code></p>"
-                         + value_rows(full_names, family, run), width=CARD_WIDTH - 20)]
+    card = PartCard(part_id, family, n_layers, on_close)
     if run is not None:
-        live = [name for name in full_names if name in run]
-        extra = ""
-        if kind.key == "block":
-            extra = (f"<p><b>Identity check</b>: layer_input + attention_output + mlp_output vs layer_output, "
-                     f"max error {block_identity_error(run, layer):.2e}</p>")
-        if live:
-            body.append(pn.pane.Bokeh(norm_plot(live[-1], run, sinks)))
-            extra = sink_lines(live[-1], run, sinks) + extra
-        body.append(pn.pane.HTML(extra, width=CARD_WIDTH - 20))
-    return pn.Column(pn.Row(pn.Spacer(), close), *body, width=CARD_WIDTH, css_classes=["part-card"],
-                     styles={"border": "2px solid #888", "border-radius": "6px", "padding": "4px",
-                             "background": "white"}, name=f"card {part_id}")
+        card.show(run, sinks)
+    return card

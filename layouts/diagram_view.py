@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import panel as pn
-import param
 
-from .block_diagram import block_diagram
-from .cards import part_card
+from .block_diagram import block_diagram, edge_widths
+from .cards import PartCard
+from .diagram_parts import parse_part_id
 from .tab_view import TabView
 
 
 class DiagramView(TabView):
-    """The diagram of the state's model with block ``state.layer`` open, and a card per pinned part."""
+    """The diagram of the state's model with block ``state.layer`` open, and a card per pinned part.
+
+    The figure is drawn again only when the model or the open block changes; pins and runs update it in place.
+    """
+
+    watches = ("run", "sinks", "layer", "pinned", "family")
+
+    def __init__(self, state, **params):
+        super().__init__(state, **params)
+        self.diagram = pn.pane.Bokeh()
+        self.drawn_for = None
+        self.cards: dict[str, PartCard] = {}
+        self.hint = pn.pane.Markdown("The diagram appears once a model has run a prompt.", width=400)
+        self.card_column = pn.Column(scroll=True, height=600, width=460)
+        self.request_refresh()
 
     def pin(self, part_id: str) -> None:
         """Pin a part's card (once); clicking a block in the chain also opens it."""
@@ -22,27 +36,30 @@ class DiagramView(TabView):
     def unpin(self, part_id: str) -> None:
         self.state.pinned = [p for p in self.state.pinned if p != part_id]
 
-    @param.depends("state.run", "state.layer", "state.pinned", "state.shown_tab")
-    def _diagram(self):
-        self.skip_while_hidden()
-        run = self.state.run
-        if run is None or self.state.family is None:
-            return pn.pane.Markdown("The diagram appears once a model has run a prompt.")
+    def refresh(self) -> None:
+        run, family = self.state.run, self.state.family
+        if run is None or family is None:
+            return
         layer = min(self.state.layer, run.n_layers - 1)
-        return pn.pane.Bokeh(block_diagram(self.state.family, run.n_layers, layer, self.state.pinned, self.pin))
+        drawn_for = (family.name, run.n_layers, layer)
+        if drawn_for != self.drawn_for:
+            self.drawn_for = drawn_for
+            self.cards.clear()
+            self.diagram.object = block_diagram(family, run.n_layers, layer, self.state.pinned, self.pin)
+        else:
+            parts = self.diagram.object.select_one({"name": "block_diagram_parts"})
+            parts.data = {**parts.data, "edge": edge_widths(parts.data["part"], self.state.pinned, layer)}
+        self.show_cards(run)
+        self.hint.object = "" if self.cards else "Click a box in the diagram to pin its card here."
 
-    @param.depends("state.run", "state.sinks", "state.pinned", "state.shown_tab")
-    def _cards(self):
-        self.skip_while_hidden()
-        run = self.state.run
-        if run is None or self.state.family is None:
-            return pn.Spacer()
-        cards = [part_card(part_id, self.state.family, run.n_layers, run, self.state.sinks, self.unpin)
-                 for part_id in self.state.pinned]
-        cards = [card for card in cards if card is not None]
-        if not cards:
-            return pn.pane.Markdown("Click a box in the diagram to pin its card here.", width=400)
-        return pn.Column(*reversed(cards), scroll=True, height=600, width=460)
+    def show_cards(self, run) -> None:
+        """Keep one card per pinned part, newest first, each filled with the current run."""
+        pinned = [p for p in self.state.pinned if parse_part_id(p, run.n_layers) is not None]
+        self.cards = {p: self.cards.get(p) or PartCard(p, self.state.family, run.n_layers, self.unpin) for p in pinned}
+        for card in self.cards.values():
+            if not card.shows(run, self.state.sinks):
+                card.show(run, self.state.sinks)
+        self.card_column.objects = [self.cards[p].layout for p in reversed(pinned)]
 
     def __panel__(self):
-        return pn.Row(self._diagram, self._cards)
+        return pn.Row(self.diagram, pn.Column(self.hint, self.card_column))

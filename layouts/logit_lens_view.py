@@ -4,57 +4,55 @@ its probability, with the top-k on hover or click, a target token's probability 
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import panel as pn
-import param
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LinearColorMapper, TapTool
 from bokeh.palettes import Blues256
 
-from model_backend.logit_lens import LogitLens
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
 from .state import ExplorerState
-from .style import add_color_bar, readable_figure
+from .style import add_color_bar, readable_figure, token_axis_labels
 from .tab_view import TabView
+
+if TYPE_CHECKING:  # the lens module imports torch; the view only reads its arrays
+    from model_backend.lens import LogitLens
 
 CELL_TEXT_CHARS = 8
 VISIBLE_POSITIONS = 9
 
 
-def lens_cells(lens: LogitLens, lens_tokens: np.ndarray) -> ColumnDataSource:
-    """One row per cell: its boundary and position, the top token (whitespace visible) and the top-k for hovering."""
-    n_rows, seq, k = lens.top_ids.shape
-    rows, positions = np.meshgrid(np.arange(n_rows), np.arange(seq), indexing="ij")
-    rows, positions = rows.ravel(), positions.ravel()
-
-    def top_k(row, position):
-        return "   ".join(f"{visible_token(lens_tokens[row, position, i])} {lens.top_probs[row, position, i]:.2f}"
-                          for i in range(k))
-
-    top = [visible_token(lens_tokens[r, p, 0]) for r, p in zip(rows, positions)]
-    return ColumnDataSource({
-        "row": [lens.row_labels[r] for r in rows], "position": positions, "top": top,
+def lens_cells(lens: LogitLens, lens_tokens: np.ndarray) -> dict:
+    """One entry per cell read so far: its boundary and position, the top token (whitespace visible) and the
+    top-k for hovering; ``lens_tokens`` [row, read position, k] follows ``lens.positions``."""
+    n_rows, n_read, k = lens.top_ids.shape
+    rows, columns = np.meshgrid(np.arange(n_rows), np.arange(n_read), indexing="ij")
+    rows, columns = rows.ravel(), columns.ravel()
+    visible = np.vectorize(visible_token, otypes=[object])(lens_tokens[rows, columns])  # [cell, k]
+    probs = lens.top_probs[rows, columns]  # [cell, k]
+    top = visible[:, 0]
+    return {
+        "row": np.array(lens.row_labels, dtype=object)[rows], "position": lens.positions[columns], "top": top,
         "short": [t if len(t) <= CELL_TEXT_CHARS else t[:CELL_TEXT_CHARS - 1] + "…" for t in top],
-        "prob": lens.top_probs[rows, positions, 0], "topk": [top_k(r, p) for r, p in zip(rows, positions)],
-        "text_color": np.where(lens.top_probs[rows, positions, 0] > 0.55, "white", "black"),
-    }, name="logit_lens_cells")
+        "prob": probs[:, 0],
+        "topk": ["   ".join(f"{token} {p:.2f}" for token, p in zip(tokens, cell_probs))
+                 for tokens, cell_probs in zip(visible, probs)],
+        "text_color": np.where(probs[:, 0] > 0.55, "white", "black"),
+    }
 
 
-def lens_grid(run: Run, lens: LogitLens, lens_tokens: np.ndarray, on_select=None):
-    """The grid figure (named ``logit_lens``): rows top to bottom from the embeddings to the model's readout."""
-    cells = lens_cells(lens, lens_tokens)
+def lens_grid() -> tuple:
+    """The empty grid figure (``logit_lens``), rows top to bottom from the embeddings to the model's readout."""
+    cells = ColumnDataSource({name: [] for name in ("row", "position", "top", "short", "prob", "topk", "text_color")},
+                             name="logit_lens_cells")
     mapper = LinearColorMapper(palette=Blues256[::-1], low=0.0, high=1.0)
-    height = min(640, 90 + 44 * lens.n_rows)
-    fig = readable_figure(name="logit_lens", height=height, tools="save,reset,xpan,xwheel_zoom",
-                          title=f"Logit lens{' (raw: no final norm)' if lens.raw else ''}: top token per boundary "
-                                f"and position · {run.seq_len} tokens · drag sideways for more",
-                          y_range=FactorRange(*reversed(lens.row_labels)),
-                          x_range=(max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, run.seq_len - 0.5),
-                          x_axis_location="above")
+    fig = readable_figure(name="logit_lens", height=400, tools="save,reset,xpan,xwheel_zoom",
+                          y_range=FactorRange(), x_range=(-0.5, 0.5), x_axis_location="above")
     boxes = fig.rect("position", "row", 1, 1, source=cells, fill_color={"field": "prob", "transform": mapper},
                      line_color="white")
     fig.text("position", "row", text="short", source=cells, text_align="center", text_baseline="middle",
@@ -62,31 +60,26 @@ def lens_grid(run: Run, lens: LogitLens, lens_tokens: np.ndarray, on_select=None
     fig.add_tools(HoverTool(renderers=[boxes], tooltips=[("boundary", "@row"), ("position", "@position"),
                                                          ("top-k", "@topk")]),
                   TapTool(renderers=[boxes]))
-    fig.xaxis.major_label_overrides = {p: f"{p}:{visible_token(t)}" for p, t in enumerate(run.tokens)}
     fig.xaxis.major_label_orientation = 0.6
-    fig.xaxis.ticker = list(range(run.seq_len))
     add_color_bar(fig, mapper, "p(top)")
-    if on_select is not None:
-        cells.selected.on_change("indices", lambda _attr, _old, new: on_select(cells.data, new))
-    return fig
+    return fig, cells
 
 
-def target_plot(lens: LogitLens, target_token: str, seq_len: int):
-    """The target's probability and rank at the last position, one row per boundary as in the grid."""
-    labels = lens.row_labels
-    rows = FactorRange(*reversed(labels))
-    token = visible_token(target_token)
+def target_plots() -> tuple:
+    """Empty figures of the target's probability and rank at the last position, one row per boundary."""
+    rows = FactorRange()
     probability = readable_figure(name="lens_target", width=600, height=300, y_range=rows, x_axis_type="log",
-                                  title=f"p({token}) at the end · {seq_len} tokens",
                                   tooltips=[("boundary", "@y"), ("p", "@x{0.0000}")])
-    probability.line(lens.target_probs[:, -1], labels, line_width=3)
-    probability.scatter(lens.target_probs[:, -1], labels, size=9)
-    rank = readable_figure(width=360, height=300, y_range=rows, x_axis_type="log", title=f"rank of {token} (1 = top)",
+    probabilities = ColumnDataSource({"x": [], "y": []}, name="lens_target_probs")
+    probability.line("x", "y", source=probabilities, line_width=3)
+    probability.scatter("x", "y", source=probabilities, size=9)
+    rank = readable_figure(width=360, height=300, y_range=rows, x_axis_type="log",
                            tooltips=[("boundary", "@y"), ("rank", "@x")])
-    rank.line(lens.target_ranks[:, -1], labels, line_width=3, color="#d62728")
-    rank.scatter(lens.target_ranks[:, -1], labels, size=9, color="#d62728")
+    ranks = ColumnDataSource({"x": [], "y": []}, name="lens_target_ranks")
+    rank.line("x", "y", source=ranks, line_width=3, color="#d62728")
+    rank.scatter("x", "y", source=ranks, size=9, color="#d62728")
     rank.yaxis.visible = False
-    return pn.Row(pn.pane.Bokeh(probability), pn.pane.Bokeh(rank))
+    return probability, probabilities, rank, ranks
 
 
 def readout_check(lens: LogitLens) -> str:
@@ -95,49 +88,84 @@ def readout_check(lens: LogitLens) -> str:
         return ("<p class='lens-check'>Raw lens: each boundary goes straight into lm_head, without the final norm, "
                 "so the last row is <b>not</b> the model's output.</p>")
     return (f"<p class='lens-check'>Check: the last row is the model's logits "
-            f"(max |difference| = {lens.last_row_max_abs_diff:.2e}).</p>")
+            f"(max |difference| = {lens.last_row_max_abs_diff:.2e} over the {len(lens.positions)} positions "
+            f"read).</p>")
 
 
 def lens_table(run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> pd.DataFrame:
-    """Top token and its probability per boundary and position, for the CSV download."""
+    """Top token and its probability per boundary and position read, for the CSV download."""
     columns = {}
-    for position, token in enumerate(run.tokens):
-        columns[f"{position}:{token}"] = lens_tokens[:, position, 0]
-        columns[f"{position}:p"] = lens.top_probs[:, position, 0]
+    for column, position in enumerate(lens.positions):
+        columns[f"{position}:{run.tokens[position]}"] = lens_tokens[:, column, 0]
+        columns[f"{position}:p"] = lens.top_probs[:, column, 0]
     return pd.DataFrame(columns, index=lens.row_labels)
 
 
 class LogitLensView(TabView):
-    """Grid, readout check, target plots and a raw-lens switch for the state's lens."""
+    """Grid, readout check, target plots and a raw-lens switch for the state's lens, updated as positions are read."""
+
+    watches = ("run", "lens", "lens_tokens")
 
     def __init__(self, state: ExplorerState, **params):
-        super().__init__(state=state, **params)
+        super().__init__(state, **params)
+        self.grid, self.cells = lens_grid()
+        self.cells.selected.on_change("indices", lambda _attr, _old, new: self.show_selected(new))
+        self.probability, self.probabilities, self.rank, self.ranks = target_plots()
+        self.check = pn.pane.HTML("Run a prompt to read the logit lens.")
         self.selected = pn.pane.HTML("<p>Hover or click a cell to see its top-k.</p>", name="lens_selected")
+        self.targets = pn.Row(pn.pane.Bokeh(self.probability), pn.pane.Bokeh(self.rank), visible=False)
+        self.download = csv_download(lambda: lens_table(self.state.run, self.state.lens, self.state.lens_tokens),
+                                     "logit_lens.csv", "Download the lens read so far as CSV")
+        self.windowed_run = None
+        self.request_refresh()
 
-    def show_selected(self, data, indices):
+    def show_selected(self, indices) -> None:
         """Write the clicked cell's top-k under the grid (escaped: tokens are user text)."""
         if indices:
-            i = indices[0]
+            data, i = self.cells.data, indices[0]
             self.selected.object = (f"<p class='lens-selected'><b>{html.escape(data['row'][i])}, position "
                                     f"{data['position'][i]}</b>: {html.escape(data['topk'][i])}</p>")
 
-    @param.depends("state.lens", "state.lens_tokens", "state.shown_tab")
-    def _grid(self):
-        self.skip_while_hidden()
+    def refresh(self) -> None:
         run, lens, lens_tokens = self.state.run, self.state.lens, self.state.lens_tokens
         if run is None:
-            return pn.pane.Markdown("Run a prompt to read the logit lens.")
-        if lens is None:
+            return
+        if lens is None or lens_tokens is None:
+            self.check.object = "<p class='lens-check'>Reading every boundary through the unembedding…</p>"
             self.state.param.trigger("lens_requested")
-            return pn.pane.Markdown("Reading every boundary through the unembedding…")
-        parts = [pn.pane.HTML(readout_check(lens)), pn.pane.Bokeh(lens_grid(run, lens, lens_tokens,
-                                                                             self.show_selected)), self.selected]
-        if lens.target_probs is not None:
-            parts.append(target_plot(lens, self.state.target, run.seq_len))
-        parts.append(csv_download(lambda: lens_table(run, lens, lens_tokens), "logit_lens.csv",
-                                  "Download the lens as CSV"))
-        return pn.Column(*parts)
+            return
+        self.show_grid(run, lens, lens_tokens)
+        self.check.object = readout_check(lens)
+        self.show_target(run, lens)
+
+    def show_grid(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
+        self.cells.data = lens_cells(lens, lens_tokens)
+        self.grid.y_range.factors = list(reversed(lens.row_labels))
+        self.grid.height = min(640, 90 + 44 * lens.n_rows)
+        if self.windowed_run is not run:  # a new run opens on its last positions; later reads keep the user's pan
+            self.windowed_run = run
+            self.grid.x_range.update(start=max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, end=run.seq_len - 0.5)
+            self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+            self.grid.xaxis.ticker = list(range(run.seq_len))
+        read = len(lens.positions)
+        progress = "" if read == run.seq_len else f" · read {read} of {run.seq_len} positions so far"
+        self.grid.title.text = (f"Logit lens{' (raw: no final norm)' if lens.raw else ''}: top token per boundary "
+                                f"and position · {run.seq_len} tokens{progress} · drag sideways for more")
+
+    def show_target(self, run: Run, lens: LogitLens) -> None:
+        """The target's probability and rank at the last position, hidden when no target is set."""
+        self.targets.visible = lens.target_probs is not None
+        if lens.target_probs is None:
+            return
+        labels = lens.row_labels
+        self.probability.y_range.factors = list(reversed(labels))
+        self.probabilities.data = {"x": lens.target_probs[:, -1], "y": labels}
+        self.ranks.data = {"x": lens.target_ranks[:, -1], "y": labels}
+        token = visible_token(self.state.target)
+        self.probability.title.text = f"p({token}) at the end · {run.seq_len} tokens"
+        self.rank.title.text = f"rank of {token} (1 = top)"
 
     def __panel__(self):
         return pn.Column(pn.Row(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
-                                pn.widgets.Checkbox.from_param(self.state.param.raw_lens)), self._grid)
+                                pn.widgets.Checkbox.from_param(self.state.param.raw_lens)),
+                         self.check, pn.pane.Bokeh(self.grid), self.selected, self.targets, self.download)

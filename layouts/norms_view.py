@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import Label, LinearColorMapper, LogColorMapper, Span
+from bokeh.models import ColumnDataSource, LinearColorMapper, LogColorMapper
 from bokeh.palettes import Viridis256, viridis
 
 from model_backend.boundaries import residual_boundaries
@@ -17,50 +17,41 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .style import add_color_bar, readable_figure, token_axis_labels
+from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, token_axis_labels
 from .tab_view import TabView
 
 
-def norms_heatmap(run: Run, norms: np.ndarray, *, log_scale: bool, skip_first_in_colors: bool):
-    """Boundaries × positions, coloured by norm; position 0 can be left out of the colour range (it saturates)."""
-    labels = [label for label, _ in residual_boundaries(run)]
-    scaled = norms[:, 1:] if skip_first_in_colors and norms.shape[1] > 1 else norms
-    mapper_type = LogColorMapper if log_scale else LinearColorMapper
-    mapper = mapper_type(palette=Viridis256, low=max(float(scaled.min()), 1e-6), high=float(scaled.max()),
-                         high_color="#ff00ff")
-    fig = readable_figure(name="norms_heatmap", height=300, x_range=(-0.5, run.seq_len - 0.5),
-                          y_range=(-0.5, len(labels) - 0.5),
-                          title=f"Residual norm per boundary and position · {run.seq_len} tokens"
-                                + (" · magenta: above the range" if skip_first_in_colors else ""),
+def norms_heatmap(mapper) -> tuple:
+    """An empty boundaries × positions heatmap (figure ``norms_heatmap``) and its image source."""
+    fig = readable_figure(name="norms_heatmap", height=300, x_range=(-0.5, 0.5), y_range=(-0.5, 0.5),
                           tooltips=[("position", "$x{0}"), ("norm", "@image{0.0}")])
-    fig.image(image=[norms], x=-0.5, y=-0.5, dw=run.seq_len, dh=len(labels), color_mapper=mapper)
-    fig.yaxis.ticker = list(range(len(labels)))
-    fig.yaxis.major_label_overrides = dict(enumerate(labels))
-    fig.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+    source = image_source(fig, mapper)
     fig.xaxis.axis_label = "position"
     add_color_bar(fig, mapper, "norm")
-    return fig
+    return fig, source
 
 
-def norms_lines(run: Run, norms: np.ndarray, sinks: SinkReport, *, log_scale: bool):
-    """One line per boundary, norm against position, with every sink marked and labelled by its signals."""
-    labels = [label for label, _ in residual_boundaries(run)]
+def norms_lines(*, log_scale: bool) -> tuple:
+    """An empty norm-against-position figure (``norms_lines``): one line per boundary, sinks marked in red."""
     fig = readable_figure(name="norms_lines", height=330, y_axis_type="log" if log_scale else "linear",
-                          title=f"Residual norm per position, one line per boundary · {run.seq_len} tokens",
-                          tooltips=[("boundary", "@boundary"), ("position", "$index"), ("norm", "@y{0.0}")])
-    positions = np.arange(run.seq_len)
-    for label, row, color in zip(labels, norms, viridis(len(labels))):
-        fig.line("x", "y", line_color=color, line_width=2,
-                 source={"x": positions, "y": row, "boundary": [label] * len(row)})
-    for sink in sinks.sinks:
-        fig.add_layout(Span(location=sink.position, dimension="height", line_color="#d62728", line_width=2))
-        fig.add_layout(Label(x=sink.position, y=float(norms[:, sink.position].max()), x_offset=6, y_offset=-20,
-                             text=f"sink {sink.position} {visible_token(sink.token)}: {sink.norm_ratio:.1f}× "
-                                  f"[{', '.join(sink.signals)}]", text_font_size="15px", text_color="#d62728"))
-    fig.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+                          tooltips=[("boundary", "@boundary"), ("position", "$x{0}"), ("norm", "$y{0.0}")])
+    lines = ColumnDataSource({"xs": [], "ys": [], "boundary": [], "color": []}, name="norms_lines_data")
+    fig.multi_line("xs", "ys", source=lines, line_color="color", line_width=2)
+    sinks = ColumnDataSource({"position": [], "top": [], "label": []}, name="norms_sinks")
+    fig.vspan(x="position", source=sinks, line_color="#d62728", line_width=2)
+    fig.text("position", "top", text="label", source=sinks, x_offset=6, y_offset=20, text_font_size="15px",
+             text_color="#d62728")
     fig.xaxis.axis_label = "position"
     fig.yaxis.axis_label = "‖residual‖"
-    return fig
+    return fig, lines, sinks
+
+
+def sink_labels(sinks: SinkReport, norms: np.ndarray) -> dict:
+    """Where each sink's marker and label go: its position, the top of its norms, its ratio and signals."""
+    return {"position": [s.position for s in sinks.sinks],
+            "top": [float(norms[:, s.position].max()) for s in sinks.sinks],
+            "label": [f"sink {s.position} {visible_token(s.token)}: {s.norm_ratio:.1f}× [{', '.join(s.signals)}]"
+                      for s in sinks.sinks]}
 
 
 def sink_summary(run: Run, sinks: SinkReport) -> str:
@@ -89,20 +80,56 @@ class NormsView(TabView):
     log_scale = param.Boolean(default=False, label="log scale")
     skip_first_in_colors = param.Boolean(default=True, label="leave position 0 out of the colour scale")
 
-    @param.depends("state.run", "log_scale", "skip_first_in_colors", "state.shown_tab")
-    def _figures(self):
-        self.skip_while_hidden()
+    watches = ("run", "sinks")
+    own_watches = ("skip_first_in_colors",)
+
+    def __init__(self, state, **params):
+        super().__init__(state, **params)
+        self.norms = None
+        self.summary = pn.pane.HTML("Run a prompt to see the residual norms.")
+        self.linear_mapper = LinearColorMapper(palette=Viridis256, high_color="#ff00ff")
+        self.log_mapper = LogColorMapper(palette=Viridis256, high_color="#ff00ff")
+        self.heatmap_pane, self.lines_pane = pn.pane.Bokeh(), pn.pane.Bokeh()
+        self.download = csv_download(lambda: norms_table(self.state.run, self.norms), "norms.csv",
+                                     "Download norms as CSV")
+        self.param.watch(self._rebuild, "log_scale")
+        self._rebuild()
+
+    def _rebuild(self, *_events) -> None:
+        """Make the figures for the current axis type (the only change that needs new figures)."""
+        mapper = self.log_mapper if self.log_scale else self.linear_mapper
+        self.heatmap, self.heatmap_image = norms_heatmap(mapper)
+        self.lines, self.lines_data, self.sink_marks = norms_lines(log_scale=self.log_scale)
+        self.heatmap_pane.object, self.lines_pane.object = self.heatmap, self.lines
+        self.request_refresh()
+
+    def refresh(self) -> None:
         run, sinks = self.state.run, self.state.sinks
-        if run is None:
-            return pn.pane.Markdown("Run a prompt to see the residual norms.")
-        norms = residual_norms(run)
-        download = csv_download(lambda: norms_table(run, norms), "norms.csv", "Download norms as CSV")
-        return pn.Column(pn.pane.HTML(sink_summary(run, sinks)),
-                         pn.pane.Bokeh(norms_heatmap(run, norms, log_scale=self.log_scale,
-                                                     skip_first_in_colors=self.skip_first_in_colors)),
-                         pn.pane.Bokeh(norms_lines(run, norms, sinks, log_scale=self.log_scale)), download)
+        if run is None or sinks is None:
+            return
+        self.norms = norms = residual_norms(run)
+        labels = [label for label, _ in residual_boundaries(run)]
+        n = run.seq_len
+        scaled = norms[:, 1:] if self.skip_first_in_colors and n > 1 else norms
+        for mapper in (self.linear_mapper, self.log_mapper):
+            mapper.update(low=max(float(scaled.min()), 1e-6), high=float(scaled.max()))
+        show_matrix(self.heatmap_image, norms)
+        cells_range(self.heatmap.x_range, n)
+        cells_range(self.heatmap.y_range, len(labels))
+        self.heatmap.yaxis.ticker = list(range(len(labels)))
+        self.heatmap.yaxis.major_label_overrides = dict(enumerate(labels))
+        self.heatmap.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+        self.heatmap.title.text = (f"Residual norm per boundary and position · {n} tokens"
+                                   + (" · magenta: above the range" if self.skip_first_in_colors else ""))
+        positions = np.arange(n)
+        self.lines_data.data = {"xs": [positions] * len(labels), "ys": list(norms), "boundary": labels,
+                                "color": viridis(len(labels))}
+        self.sink_marks.data = sink_labels(sinks, norms)
+        self.lines.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+        self.lines.title.text = f"Residual norm per position, one line per boundary · {n} tokens"
+        self.summary.object = sink_summary(run, sinks)
 
     def __panel__(self):
         return pn.Column(pn.Row(pn.widgets.Checkbox.from_param(self.param.log_scale),
-                                pn.widgets.Checkbox.from_param(self.param.skip_first_in_colors)), self._figures)
-
+                                pn.widgets.Checkbox.from_param(self.param.skip_first_in_colors)),
+                         self.summary, self.heatmap_pane, self.lines_pane, self.download)

@@ -6,68 +6,66 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import LinearColorMapper
+from bokeh.models import ColumnDataSource, LinearColorMapper
 from bokeh.palettes import Viridis256
 
 from model_backend.run import Run
 from model_backend.similarity import laminar_profile, token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
 
-from .style import add_color_bar, readable_figure
+from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix
 from .tab_view import TabView
 
 MAX_PAIRS_DRAWN = 3000
 SQUARE = 380
 
 
-def similarity_mapper(low: float) -> LinearColorMapper:
-    """Viridis from ``low`` to 1; anything below the bound is grey."""
-    return LinearColorMapper(palette=Viridis256, low=low, high=1.0, low_color="#d9d9d9")
+def similarity_mapper() -> LinearColorMapper:
+    """Viridis up to 1; anything below the slider's lower bound is grey."""
+    return LinearColorMapper(palette=Viridis256, low=0.0, high=1.0, low_color="#d9d9d9")
 
 
-def matrix_heatmap(matrix: np.ndarray, labels: list[str], low: float, title: str, name: str):
-    """A square similarity matrix as an image, row 0 at the top, labelled on both axes."""
-    n = len(labels)
-    fig = readable_figure(name=name, width=SQUARE + 80, height=SQUARE + 50, title=title,
-                          x_range=(-0.5, n - 0.5), y_range=(n - 0.5, -0.5),
+def matrix_heatmap(name: str) -> tuple:
+    """An empty square similarity heatmap, row 0 at the top, with its source and colour mapper."""
+    fig = readable_figure(name=name, width=SQUARE + 80, height=SQUARE + 50, x_range=(-0.5, 0.5), y_range=(0.5, -0.5),
                           tooltips=[("row", "$y{0}"), ("column", "$x{0}"), ("cosine", "@image{0.000}")])
-    mapper = similarity_mapper(low)
-    fig.image(image=[matrix], x=-0.5, y=-0.5, dw=n, dh=n, color_mapper=mapper)
+    mapper = similarity_mapper()
+    source = image_source(fig, mapper)
+    fig.xaxis.major_label_orientation = 0.9
+    add_color_bar(fig, mapper, "cosine")
+    return fig, source, mapper
+
+
+def show_square(fig, source, matrix: np.ndarray, labels: list[str], title: str) -> None:
+    """Put a square matrix and its row/column labels into a ``matrix_heatmap``."""
+    show_matrix(source, matrix)
+    cells_range(fig.x_range, len(labels))
+    cells_range(fig.y_range, len(labels), flipped=True)
     overrides = dict(enumerate(labels))
     fig.xaxis.major_label_overrides = overrides
     fig.yaxis.major_label_overrides = overrides
-    fig.xaxis.major_label_orientation = 0.9
-    add_color_bar(fig, mapper, "cosine")
-    return fig
+    fig.title.text = title
 
 
-def laminar_heatmap(run: Run, center: bool, skip_first: bool, low: float):
-    """Every token pair (rows, thinned to at most MAX_PAIRS_DRAWN) against boundary, and the mean per boundary."""
-    profile = laminar_profile(run, center=center, skip_first=skip_first)
-    n_boundaries, n_pairs = profile.similarities.shape
-    if n_pairs == 0:
-        return pn.pane.Markdown("The laminar profile needs at least two tokens.")
-    stride = max(1, n_pairs // MAX_PAIRS_DRAWN)
-    shown = profile.similarities[:, ::stride].T  # [pair, boundary]
-    mapper = similarity_mapper(low)
-    thinned = f", every {stride}th of {n_pairs}" if stride > 1 else f", {n_pairs}"
-    fig = readable_figure(name="laminar_profile", width=SQUARE + 90, height=SQUARE,
-                          title=f"Laminar profile: token pairs{thinned} · {run.seq_len} tokens",
-                          x_range=(-0.5, n_boundaries - 0.5), y_range=(0, shown.shape[0]),
-                          tooltips=[("boundary", "$x{0}"), ("cosine", "@image{0.000}")])
-    fig.image(image=[shown], x=-0.5, y=0, dw=n_boundaries, dh=shown.shape[0], color_mapper=mapper)
-    fig.xaxis.major_label_overrides = dict(enumerate(profile.labels))
+def laminar_figures() -> tuple:
+    """Empty figures for every token pair against boundary (``laminar_profile``) and the mean per boundary
+    (``laminar_mean``), with their sources and the pairs' colour mapper."""
+    mapper = similarity_mapper()
+    fig = readable_figure(name="laminar_profile", width=SQUARE + 90, height=SQUARE, x_range=(-0.5, 0.5),
+                          y_range=(0, 1), tooltips=[("boundary", "$x{0}"), ("cosine", "@image{0.000}")])
+    pairs = image_source(fig, mapper, y=0)
     fig.xaxis.major_label_orientation = 0.9
     fig.yaxis.axis_label = "token pair"
     add_color_bar(fig, mapper, "cosine")
-    mean = readable_figure(name="laminar_mean", width=SQUARE, height=SQUARE, title="Mean over pairs per boundary",
-                           x_range=fig.x_range, tooltips=[("boundary", "$x{0}"), ("mean cosine", "@y{0.000}")])
-    mean.line(np.arange(n_boundaries), profile.mean, line_width=3)
-    mean.scatter(np.arange(n_boundaries), profile.mean, size=8)
-    mean.xaxis.major_label_overrides = dict(enumerate(profile.labels))
+    mean = readable_figure(name="laminar_mean", width=SQUARE, height=SQUARE, x_range=fig.x_range,
+                           title="Mean over pairs per boundary",
+                           tooltips=[("boundary", "$x{0}"), ("mean cosine", "@y{0.000}")])
+    mean_source = ColumnDataSource({"x": [], "y": []}, name="laminar_mean_data")
+    mean.line("x", "y", source=mean_source, line_width=3)
+    mean.scatter("x", "y", source=mean_source, size=8)
     mean.xaxis.major_label_orientation = 0.9
     mean.yaxis.axis_label = "mean cosine"
-    return pn.Row(pn.pane.Bokeh(fig), pn.pane.Bokeh(mean))
+    return fig, pairs, mapper, mean, mean_source
 
 
 def position_labels(run: Run, positions) -> list[str]:
@@ -84,50 +82,55 @@ class SimilarityView(TabView):
     within_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="colour scale lower bound")
     laminar_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="colour scale lower bound")
 
-    @param.depends("state.run", "state.token", "center", "across_low", "state.shown_tab")
-    def _across(self):
-        self.skip_while_hidden()
-        run = self.state.run
-        if run is None:
-            return pn.pane.Markdown("Run a prompt to compare vectors.")
-        position = min(self.state.token, run.seq_len - 1)
-        labels, matrix = token_across_layers(run, position, center=self.center)
-        return pn.pane.Bokeh(matrix_heatmap(matrix, labels, self.across_low,
-                                            f"Token {position} across boundaries · {run.seq_len} tokens",
-                                            "similarity_across_layers"))
+    watches = ("run", "token", "layer")
+    own_watches = ("skip_first", "center")
 
-    @param.depends("state.run", "state.layer", "center", "skip_first", "within_low", "state.shown_tab")
-    def _within(self):
-        self.skip_while_hidden()
+    def __init__(self, state, **params):
+        super().__init__(state, **params)
+        self.across, self.across_image, across_mapper = matrix_heatmap("similarity_across_layers")
+        self.within, self.within_image, within_mapper = matrix_heatmap("similarity_within_layer")
+        self.laminar, self.laminar_image, laminar_mapper, self.mean, self.mean_data = laminar_figures()
+        for mapper, bound in ((across_mapper, "across_low"), (within_mapper, "within_low"),
+                              (laminar_mapper, "laminar_low")):
+            mapper.low = self.param[bound].default
+            self.param.watch(lambda event, mapper=mapper: setattr(mapper, "low", event.new), bound)
+        self.token_picker = pn.widgets.Select(label="token", options={}, width=220)
+        self.token_picker.param.watch(lambda event: setattr(self.state, "token", event.new), "value")
+        self.request_refresh()
+
+    def refresh(self) -> None:
         run = self.state.run
         if run is None:
-            return pn.pane.Markdown("")
+            return
+        position = min(self.state.token, run.seq_len - 1)
+        self.token_picker.param.update(options=dict(zip(position_labels(run, range(run.seq_len)),
+                                                        range(run.seq_len))), value=position)
+        labels, matrix = token_across_layers(run, position, center=self.center)
+        show_square(self.across, self.across_image, matrix, labels,
+                    f"Token {position} across boundaries · {run.seq_len} tokens")
         layer = min(self.state.layer, run.n_layers - 1)
         positions, matrix = tokens_within_layer(run, f"layers.{layer}.layer_output", center=self.center,
                                                 skip_first=self.skip_first)
-        return pn.pane.Bokeh(matrix_heatmap(matrix, position_labels(run, positions), self.within_low,
-                                            f"Tokens at block {layer}'s output · {run.seq_len} tokens",
-                                            "similarity_within_layer"))
+        show_square(self.within, self.within_image, matrix, position_labels(run, positions),
+                    f"Tokens at block {layer}'s output · {run.seq_len} tokens")
+        self.show_laminar(run)
 
-    @param.depends("state.run", "center", "skip_first", "laminar_low", "state.shown_tab")
-    def _laminar(self):
-        self.skip_while_hidden()
-        run = self.state.run
-        if run is None:
-            return pn.pane.Markdown("")
-        return laminar_heatmap(run, self.center, self.skip_first, self.laminar_low)
-
-    @param.depends("state.run", "state.shown_tab")
-    def _token_picker(self):
-        self.skip_while_hidden()
-        run = self.state.run
-        if run is None:
-            return pn.Spacer()
-        options = dict(zip(position_labels(run, range(run.seq_len)), range(run.seq_len)))
-        picker = pn.widgets.Select(label="token", options=options, value=min(self.state.token, run.seq_len - 1),
-                                   width=220)
-        picker.param.watch(lambda event: setattr(self.state, "token", event.new), "value")
-        return picker
+    def show_laminar(self, run: Run) -> None:
+        """Every token pair (rows, thinned to at most MAX_PAIRS_DRAWN) against boundary, and the mean."""
+        profile = laminar_profile(run, center=self.center, skip_first=self.skip_first)
+        n_boundaries, n_pairs = profile.similarities.shape
+        stride = max(1, n_pairs // MAX_PAIRS_DRAWN)
+        shown = profile.similarities[:, ::stride].T  # [pair, boundary]
+        show_matrix(self.laminar_image, shown if n_pairs else np.full((1, n_boundaries), np.nan))
+        cells_range(self.laminar.x_range, n_boundaries)
+        self.laminar.y_range.update(start=0, end=max(shown.shape[0], 1))
+        overrides = dict(enumerate(profile.labels))
+        self.laminar.xaxis.major_label_overrides = overrides
+        self.mean.xaxis.major_label_overrides = overrides
+        thinned = f", every {stride}th of {n_pairs}" if stride > 1 else f", {n_pairs}"
+        self.laminar.title.text = f"Laminar profile: token pairs{thinned} · {run.seq_len} tokens"
+        mean = profile.mean if n_pairs else np.full(n_boundaries, np.nan)
+        self.mean_data.data = {"x": np.arange(n_boundaries), "y": mean}
 
     def __panel__(self):
         layer_picker = pn.widgets.IntInput.from_param(self.state.param.layer, width=100)
@@ -136,6 +139,6 @@ class SimilarityView(TabView):
         return pn.Column(
             pn.Row(pn.widgets.Checkbox.from_param(self.param.skip_first),
                    pn.widgets.Checkbox.from_param(self.param.center)),
-            pn.Row(pn.Column(pn.Row(self._token_picker, across_low), self._across),
-                   pn.Column(pn.Row(layer_picker, within_low), self._within)),
-            pn.Column(laminar_low, self._laminar))
+            pn.Row(pn.Column(pn.Row(self.token_picker, across_low), pn.pane.Bokeh(self.across)),
+                   pn.Column(pn.Row(layer_picker, within_low), pn.pane.Bokeh(self.within))),
+            pn.Column(laminar_low, pn.Row(pn.pane.Bokeh(self.laminar), pn.pane.Bokeh(self.mean))))

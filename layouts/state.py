@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import param
 
+from model_backend.tokens import SURROGATE
+
 DEFAULT_PROMPT = "The capital of France is Paris. The capital of Germany is"
+
+
+class UrlText(param.String):
+    """Text kept in the URL. A browser can send a lone surrogate (half of an emoji), which a URL cannot hold: the
+    URL shows U+FFFD in its place, and the run refuses the text itself with a message."""
+
+    @classmethod
+    def serialize(cls, value):
+        return SURROGATE.sub("\ufffd", value)
 
 
 class ExplorerState(param.Parameterized):
@@ -12,7 +23,7 @@ class ExplorerState(param.Parameterized):
 
     model = param.Selector(default=None, objects=[], allow_None=True, check_on_set=False, label="model",
                            doc="source of the model in use (kept as typed in the URL until it is checked)")
-    prompt = param.String(default=DEFAULT_PROMPT)
+    prompt = UrlText(default=DEFAULT_PROMPT)
     bos = param.Boolean(default=True, doc="prepend the model's BOS token")
     layer = param.Integer(default=0, bounds=(0, None), label="block", doc="the open block, also the layer other views show")
     token = param.Integer(default=0, bounds=(0, None), label="token", doc="the position followed across layers")
@@ -20,11 +31,16 @@ class ExplorerState(param.Parameterized):
     target = param.String(default=" Berlin", doc="the token the logit lens and the intervention follow")
     alpha = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="scale applied to one block's output")
     raw_lens = param.Boolean(default=False, doc="read blocks through lm_head without the final norm")
+    attribution_position = param.Integer(default=-1, bounds=(-1, None), doc="the position attributed; -1: the last")
+    attribution_target = param.String(default="", label="target token",
+                                      doc="the token whose logit is attributed; empty: the model's top prediction")
 
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
 
     run_requested = param.Event(label="Run", doc="run the prompt")
     lens_requested = param.Event(doc="read the logit lens of the run (asked by its view once shown)")
+    attribution_requested = param.Event(doc="attribute the run's logit (asked by its view once shown)")
+    pattern_requested = param.Event(doc="recompute block ``layer``'s attention pattern (asked by its view once shown)")
     sweep_requested = param.Event(label="Scale each block", doc="run the scaling intervention")
 
     model_outcomes = param.List(default=[], doc="(name, loaded, origin or reason) for every configured model")
@@ -34,9 +50,10 @@ class ExplorerState(param.Parameterized):
     lens = param.Parameter(default=None, doc="LogitLens of the last run")
     lens_tokens = param.Parameter(default=None, doc="the lens's top tokens decoded, [row, seq, k] str")
     target_id = param.Integer(default=None, allow_None=True)
-    pattern = param.Parameter(default=None, doc="attention pattern [heads, query, key] of block ``layer``")
+    pattern = param.Parameter(default=None, doc="attention pattern [heads, query, key] of block ``pattern_layer``")
+    pattern_layer = param.Integer(default=None, allow_None=True, doc="the block ``pattern`` belongs to")
     sweep = param.Parameter(default=None, doc="ScalingSweep for the target, or None")
-    sweep_progress = param.Number(default=0.0, bounds=(0.0, 1.0), doc="share of the sweep done")
+    attribution = param.Parameter(default=None, doc="LogitAttribution of the last run at attribution_position")
     status = param.String(default="", doc="model, token count and time of the last run")
     busy = param.String(default="", doc="what is being computed now; empty when idle")
     message = param.String(default="", doc="the last error, shown until the next success")

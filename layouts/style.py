@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bokeh.models import ColorBar
+import numpy as np
+from bokeh.models import ColorBar, ColumnDataSource
 from bokeh.plotting import figure
 
 from model_backend.tokens import visible_token
@@ -37,3 +38,21 @@ def add_color_bar(fig: figure, mapper, title: str) -> None:
 def token_axis_labels(tokens: list[str]) -> dict[int, str]:
     """Tick labels ``position: token`` for a positions axis (canvas text, so no HTML escaping is involved)."""
     return {position: f"{position}:{visible_token(token)}" for position, token in enumerate(tokens)}
+
+
+def image_source(fig: figure, mapper, *, x: float = -0.5, y: float = -0.5, name: str | None = None) -> ColumnDataSource:
+    """An image glyph on ``fig`` whose matrix and size live in one source, so a run swaps the data in place."""
+    source = ColumnDataSource({"image": [np.zeros((1, 1))], "dw": [1], "dh": [1]}, name=name)
+    fig.image(image="image", x=x, y=y, dw="dw", dh="dh", source=source, color_mapper=mapper)
+    return source
+
+
+def show_matrix(source: ColumnDataSource, matrix: np.ndarray) -> None:
+    """Draw ``matrix`` [rows, columns] in an ``image_source``: one cell per entry."""
+    source.data = {"image": [matrix.astype(np.float32)], "dw": [matrix.shape[1]], "dh": [matrix.shape[0]]}
+
+
+def cells_range(fig_range, n: int, *, flipped: bool = False) -> None:
+    """Fit a numeric range to ``n`` unit cells centred on 0..n-1 (``flipped``: 0 at the top)."""
+    start, end = -0.5, n - 0.5
+    fig_range.update(start=end if flipped else start, end=start if flipped else end)

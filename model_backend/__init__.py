@@ -1,23 +1,30 @@
-"""Capture a Hugging Face causal LM's residual stream under standardized names, and analyse it (no UI code)."""
+"""Capture a Hugging Face causal LM's residual stream under standardized names, and analyse it (no UI code).
 
-from .attribution import LogitAttribution, direct_logit_attribution
-from .boundaries import residual_boundaries
-from .capture import capture_run, capture_token_ids
-from .errors import (BackendError, ModelLoadError, ModelNotCachedError, ModelNotFoundError, PromptError,
-                     UnsupportedArchitectureError)
-from .export import write_npz
-from .interventions import ScalingSweep, scaling_sweep
-from .loading import LoadedModel, load_model
-from .logit_lens import LogitLens, logit_lens
-from .norms import SinkReport, detect_sinks, residual_norms
-from .run import Run
-from .similarity import LaminarProfile, laminar_profile, token_across_layers, tokens_within_layer
+Names are imported on first use, so a page that only draws arrays (``model_backend.norms``, ``.tokens``) starts
+without importing torch and transformers.
+"""
 
-__all__ = [
-    "BackendError", "LaminarProfile", "LoadedModel", "LogitAttribution", "LogitLens", "ModelLoadError",
-    "ModelNotCachedError", "ModelNotFoundError", "PromptError", "Run", "ScalingSweep", "SinkReport",
-    "UnsupportedArchitectureError", "capture_run", "capture_token_ids", "detect_sinks", "direct_logit_attribution",
-    "laminar_profile",
-    "load_model", "logit_lens", "residual_boundaries", "residual_norms", "scaling_sweep", "token_across_layers",
-    "tokens_within_layer", "write_npz",
-]
+from importlib import import_module
+
+EXPORTS = {
+    "attribution": ("LogitAttribution", "direct_logit_attribution"),
+    "boundaries": ("residual_boundaries",),
+    "capture": ("capture_run", "capture_token_ids"),
+    "errors": ("BackendError", "ModelLoadError", "ModelNotCachedError", "ModelNotFoundError", "PromptError",
+               "UnsupportedArchitectureError"),
+    "export": ("write_npz",),
+    "interventions": ("ScalingSweep", "clean_logprob", "scaled_logprob", "scaling_sweep"),
+    "loading": ("LoadedModel", "load_model"),
+    "lens": ("LogitLens", "joined_lens", "logit_lens"),
+    "norms": ("SinkReport", "detect_sinks", "residual_norms"),
+    "run": ("Run",),
+    "similarity": ("LaminarProfile", "laminar_profile", "token_across_layers", "tokens_within_layer"),
+}
+MODULE_OF = {name: module for module, names in EXPORTS.items() for name in names}
+__all__ = sorted(MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name not in MODULE_OF:
+        raise AttributeError(f"module 'model_backend' has no attribute {name!r}")
+    return getattr(import_module(f".{MODULE_OF[name]}", __name__), name)

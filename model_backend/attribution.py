@@ -1,11 +1,18 @@
 """Direct logit attribution: how much each part that writes to the stream adds to one token's logit.
 
 With the final norm's scale frozen at this run's value the readout is linear, so the logit splits exactly into
-one term per writer (the embeddings, every attention_output and mlp_output) plus the norm's bias term.
+one term per writer (the embeddings, every attention_output and mlp_output) plus the norm's bias term. Each
+attention_output splits further into one term per head plus the output projection's bias,
+``attention_output = sum_h z_h @ W_O[h] + b_O``, with ``z`` read at the projection's input while the block's
+attention is recomputed from its stored ``layer_input`` (the way ``Run.attention_probabilities`` rebuilds it).
+
+Labels are standardized names. ``bars(per_head=True)`` labels a head's term ``layers.{i}.attention_output.head_{h}``
+and the projection's bias ``layers.{i}.attention_output.bias``; the final norm's bias term is ``final_norm.bias``.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +20,9 @@ import torch
 
 from .loading import LoadedModel
 from .run import Run
+from .tokens import token_strings
+
+FINAL_NORM_BIAS = "final_norm.bias"
 
 
 @dataclass(frozen=True)
@@ -20,15 +30,38 @@ class LogitAttribution:
     """The terms of one logit at one position; ``contributions.sum() + bias_term`` is the logit."""
 
     target_id: int
+    target_token: str  # the target decoded alone, leading space kept
     position: int
     labels: list[str]  # standardized full names of the writers
     contributions: np.ndarray  # [writer]
+    head_contributions: np.ndarray  # [layer, head]: each head's share of its block's attention_output term
+    projection_bias_contributions: np.ndarray | None  # [layer]: the attention output projection's bias, if it has one
     bias_term: float  # the final norm's bias (and lm_head's, if any) through the unembedding
     logit: float  # the model's own logit
 
     @property
     def total(self) -> float:
         return float(self.contributions.sum() + self.bias_term)
+
+    def bars(self, per_head: bool = False) -> tuple[list[str], np.ndarray]:
+        """Labels and terms in stream order, summing to the logit: one per writer, or every attention_output split
+        into its heads and its projection's bias; the final norm's bias last (zero only where there is none)."""
+        labels, terms = [], []
+        for label, term in zip(self.labels, self.contributions):
+            if per_head and label.endswith(".attention_output"):
+                layer = int(label.split(".")[1])
+                labels += [f"{label}.head_{head}" for head in range(self.head_contributions.shape[1])]
+                terms += list(self.head_contributions[layer])
+                if self.projection_bias_contributions is not None:
+                    labels.append(f"{label}.bias")
+                    terms.append(self.projection_bias_contributions[layer])
+            else:
+                labels.append(label)
+                terms.append(term)
+        if self.bias_term != 0.0:
+            labels.append(FINAL_NORM_BIAS)
+            terms.append(self.bias_term)
+        return labels, np.array(terms, dtype=float)
 
 
 def stream_writers(run: Run) -> list[str]:
@@ -40,29 +73,80 @@ def stream_writers(run: Run) -> list[str]:
     return writers
 
 
-def direct_logit_attribution(loaded: LoadedModel, run: Run, target_id: int, position: int = -1) -> LogitAttribution:
-    """Split the logit of ``target_id`` at ``position`` into each writer's term through the frozen final norm."""
-    position = position % run.seq_len
+def readout_direction(loaded: LoadedModel, run: Run, target_id: int, position: int) -> torch.Tensor:
+    """The vector whose dot product with a stream vector at ``position`` is its term in the target's logit: the
+    unembedding row through the final norm's gain, its scale frozen at this run's value, and its centering."""
     norm = loaded.module("final_norm")
     epsilon = getattr(norm, "eps", None) or getattr(norm, "variance_epsilon")
-    unembedding = loaded.module("lm_head").weight[target_id].detach().double()
+    unembedding = loaded.module("lm_head").weight[target_id].detach().double()  # [hidden]
     residual = torch.from_numpy(run[f"layers.{run.n_layers - 1}.layer_output"][position]).double()
     if loaded.family.final_norm_centers:
         scale = torch.sqrt(residual.var(unbiased=False) + epsilon)
     else:
         scale = torch.sqrt(residual.pow(2).mean() + epsilon)
-    gain = norm.weight.detach().double()
-    writers = stream_writers(run)
-    contributions = []
-    for name in writers:
-        vector = torch.from_numpy(run[name][position]).double()
-        if loaded.family.final_norm_centers:
-            vector = vector - vector.mean()
-        contributions.append(float((gain * vector / scale) @ unembedding))
-    bias_term = 0.0
+    direction = norm.weight.detach().double() * unembedding / scale  # [hidden]
+    # (v - mean(v)) @ d == v @ (d - mean(d)): LayerNorm's centering moves onto the direction.
+    return direction - direction.mean() if loaded.family.final_norm_centers else direction
+
+
+def head_writes(loaded: LoadedModel, run: Run, layer: int, position: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each head's write into the stream at ``position`` [head, hidden] and the output projection's bias [hidden],
+    from the projection's input read while the block's attention is recomputed."""
+    projection = loaded.module("attention_out", layer)
+    caller = threading.get_ident()
+    read = {}
+
+    def read_heads(_module, args):
+        if threading.get_ident() == caller:  # another session may recompute a pattern on the shared model meanwhile
+            read["heads"] = args[0][0, position]  # [heads * head_dim]
+
+    with loaded.hook_lock:
+        handle = projection.register_forward_pre_hook(read_heads)
+        try:
+            run.attention_probabilities(layer)
+        finally:
+            handle.remove()
+    with torch.inference_mode():
+        heads = read["heads"]
+        alone = torch.block_diag(*heads.unflatten(0, (run.n_heads, -1)))  # [head, heads * head_dim]: one head each
+        bias = projection(torch.zeros_like(heads))  # [hidden]
+        return projection(alone) - bias, bias
+
+
+def head_terms(loaded: LoadedModel, run: Run, position: int,
+               direction: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+    """Every head's term [layer, head], and the output projection's bias term [layer] (None where it has no bias)."""
+    heads, biases = [], []
+    for layer in range(run.n_layers):
+        per_head, bias = head_writes(loaded, run, layer, position)
+        heads.append((per_head.double() @ direction).numpy())
+        biases.append(float(bias.double() @ direction))
+    has_bias = getattr(loaded.module("attention_out", 0), "bias", None) is not None
+    return np.stack(heads), np.array(biases) if has_bias else None
+
+
+def final_bias_term(loaded: LoadedModel, target_id: int) -> float:
+    """The final norm's bias (and lm_head's, if any) through the unembedding: the part of the logit no writer adds."""
+    norm, lm_head = loaded.module("final_norm"), loaded.module("lm_head")
+    term = 0.0
     if getattr(norm, "bias", None) is not None:
-        bias_term += float(norm.bias.detach().double() @ unembedding)
-    if getattr(loaded.module("lm_head"), "bias", None) is not None:
-        bias_term += float(loaded.module("lm_head").bias[target_id])
-    return LogitAttribution(target_id, position, writers, np.array(contributions), bias_term,
-                            float(run.logits[position, target_id]))
+        term += float(norm.bias.detach().double() @ lm_head.weight[target_id].detach().double())
+    if getattr(lm_head, "bias", None) is not None:
+        term += float(lm_head.bias[target_id])
+    return term
+
+
+def direct_logit_attribution(loaded: LoadedModel, run: Run, target_id: int | None = None,
+                             position: int = -1) -> LogitAttribution:
+    """Split the logit of ``target_id`` (default: the model's top prediction) at ``position`` into each writer's
+    term, and each attention_output's term into its heads', through the frozen final norm."""
+    position = position % run.seq_len
+    if target_id is None:
+        target_id = int(run.logits_at(position).argmax())
+    direction = readout_direction(loaded, run, target_id, position)
+    writers = stream_writers(run)
+    contributions = np.array([float(torch.from_numpy(run[name][position]).double() @ direction) for name in writers])
+    heads, projection_biases = head_terms(loaded, run, position, direction)
+    return LogitAttribution(target_id, token_strings(loaded, [target_id])[0], position, writers, contributions,
+                            heads, projection_biases, final_bias_term(loaded, target_id),
+                            float(run.logits_at(position)[target_id]))

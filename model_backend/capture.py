@@ -35,9 +35,10 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
     recorder = _Recorder(loaded, len(token_ids))
     started = time.perf_counter()
     with loaded.hook_lock, torch.inference_mode(), recorder.hooked():
-        output = loaded.model(input_ids=torch.tensor([token_ids]), use_cache=False)
+        # lm_head runs for the last position only: the full [seq, vocab] logits cost a fifth of a GPT-2 pass, and
+        # ``Run.logits`` computes them from final_norm_output with the same module when first read.
+        loaded.model(input_ids=torch.tensor([token_ids]), use_cache=False, logits_to_keep=1)
     seconds = time.perf_counter() - started
-    recorder.values["logits"] = output.logits[0].numpy()
     return Run(
         model_name=loaded.display_name,
         prompt=prompt,
@@ -53,7 +54,16 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
         n_kv_heads=loaded.n_kv_heads,
         seconds=seconds,
         recompute_pattern=recorder.pattern_recomputer(),
+        read_logits=logits_reader(loaded, recorder.values["final_norm_output"]),
     )
+
+
+def logits_reader(loaded: LoadedModel, final_norm_output: np.ndarray):
+    """A function giving the logits at some positions: lm_head applied to final_norm_output, as the model does."""
+    def read(positions) -> np.ndarray:
+        with torch.inference_mode():
+            return loaded.module("lm_head")(torch.from_numpy(final_norm_output[positions])[None])[0].numpy()
+    return read
 
 
 def first_tensor(value) -> torch.Tensor:

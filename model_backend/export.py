@@ -15,7 +15,7 @@ from typing import BinaryIO
 import numpy as np
 
 from .loading import LoadedModel
-from .logit_lens import logit_lens
+from .lens import logit_lens
 from .run import Run
 
 EXPORT_TOP_K = 10

@@ -39,6 +39,7 @@ GPT2 = Family(
         "layer": "transformer.h.{i}",
         "attention_norm": "transformer.h.{i}.ln_1",
         "attention": "transformer.h.{i}.attn",
+        "attention_out": "transformer.h.{i}.attn.c_proj",  # its input: the heads' outputs side by side
         "mlp_norm": "transformer.h.{i}.ln_2",
         "mlp": "transformer.h.{i}.mlp",
         "final_norm": "transformer.ln_f",
@@ -60,6 +61,7 @@ LLAMA = Family(
         "layer": "model.layers.{i}",
         "attention_norm": "model.layers.{i}.input_layernorm",
         "attention": "model.layers.{i}.self_attn",
+        "attention_out": "model.layers.{i}.self_attn.o_proj",  # its input: the heads' outputs side by side
         "mlp_norm": "model.layers.{i}.post_attention_layernorm",
         "mlp": "model.layers.{i}.mlp",
         "final_norm": "model.norm",

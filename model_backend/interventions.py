@@ -43,22 +43,26 @@ def last_position_logprob(loaded: LoadedModel, token_ids: torch.Tensor, target_i
     return float(logits.log_softmax(dim=-1)[target_id])
 
 
-def scaling_sweep(loaded: LoadedModel, run: Run, target_id: int, *, alpha: float = 0.8,
-                  site: str = "layer_output", progress=None) -> ScalingSweep:
-    """Rerun the prompt once per block with that block's ``site`` scaled by ``alpha`` (the blog's demo 3)."""
+def clean_logprob(run: Run, target_id: int) -> float:
+    """The target's log-probability after the prompt with nothing scaled: the run's own last logits, no new pass."""
+    return float(torch.from_numpy(run.logits_at(-1)).log_softmax(dim=-1)[target_id])
+
+
+def scaled_logprob(loaded: LoadedModel, run: Run, target_id: int, layer: int, *, alpha: float,
+                   site: str = "layer_output") -> float:
+    """The target's log-probability after the prompt with block ``layer``'s ``site`` scaled by ``alpha``."""
     if site not in SCALABLE_SITES:
         raise ValueError(f"site must be one of {', '.join(SCALABLE_SITES)}, not {site!r}")
-    token_ids = torch.from_numpy(run.token_ids)[None]
-    scaled = []
     with loaded.hook_lock, torch.inference_mode():
-        clean = last_position_logprob(loaded, token_ids, target_id)
-        for layer in range(run.n_layers):
-            module = loaded.module(SCALABLE_SITES[site], layer)
-            handle = module.register_forward_hook(scaled_output_hook(alpha))
-            try:
-                scaled.append(last_position_logprob(loaded, token_ids, target_id))
-            finally:
-                handle.remove()
-            if progress is not None:
-                progress(layer + 1, run.n_layers)
-    return ScalingSweep(target_id, site, alpha, clean, np.array(scaled))
+        handle = loaded.module(SCALABLE_SITES[site], layer).register_forward_hook(scaled_output_hook(alpha))
+        try:
+            return last_position_logprob(loaded, torch.from_numpy(run.token_ids)[None], target_id)
+        finally:
+            handle.remove()
+
+
+def scaling_sweep(loaded: LoadedModel, run: Run, target_id: int, *, alpha: float = 0.8,
+                  site: str = "layer_output") -> ScalingSweep:
+    """Rerun the prompt once per block with that block's ``site`` scaled by ``alpha`` (the blog's demo 3)."""
+    scaled = [scaled_logprob(loaded, run, target_id, layer, alpha=alpha, site=site) for layer in range(run.n_layers)]
+    return ScalingSweep(target_id, site, alpha, clean_logprob(run, target_id), np.array(scaled))

@@ -26,15 +26,31 @@ def residual_norms(run: Run, *, with_final_norm: bool = False) -> np.ndarray:
     return np.stack([np.linalg.norm(run[name], axis=-1) for _, name in boundaries])
 
 
+def median_of_others(values: np.ndarray) -> np.ndarray:
+    """For each entry of each row, the median of the other entries in its row, [rows, n] (NaN where n is 1).
+
+    One sort per row: leaving out the entry of sorted rank r shifts the ranks above r down by one, so the median
+    of the rest is read at a known rank of the sorted row. The same numbers as ``np.median`` of each row without
+    the entry, without a pass per position.
+    """
+    n_rows, n = values.shape
+    if n < 2:
+        return np.full(values.shape, np.nan)
+    order = np.argsort(values, axis=1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=1)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(n), (n_rows, n)), axis=1)
+
+    def at_rank_of_rest(r: int) -> np.ndarray:
+        return np.take_along_axis(ordered, np.where(r < rank, r, r + 1), axis=1)
+
+    n_rest = n - 1
+    return (at_rank_of_rest((n_rest - 1) // 2) + at_rank_of_rest(n_rest // 2)) / 2
+
+
 def norm_ratios(norms: np.ndarray) -> np.ndarray:
     """Each position's norm over the median of the other positions' at the same boundary, [boundary, position]."""
-    n_positions = norms.shape[1]
-    ratios = np.full(norms.shape, np.nan)
-    for position in range(n_positions):
-        others = np.delete(norms, position, axis=1)
-        if others.shape[1]:
-            ratios[:, position] = norms[:, position] / np.median(others, axis=1)
-    return ratios
+    return norms / median_of_others(norms)
 
 
 def attention_share_received(run: Run) -> np.ndarray:

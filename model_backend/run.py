@@ -14,7 +14,8 @@ from .names import ALL_VALUES
 class Run:
     """The captured values of one prompt (no batch axis) and cheap attention summaries.
 
-    Full attention patterns are not stored: ``attention_probabilities(layer)`` recomputes one layer's pattern from
+    The logits are computed from ``final_norm_output`` when first read (see ``logits``). Full attention patterns
+    are not stored: ``attention_probabilities(layer)`` recomputes one layer's pattern from
     its stored input with the model's own modules, which gives the same numbers at a twelfth of the memory.
     """
 
@@ -32,12 +33,13 @@ class Run:
     n_kv_heads: int
     seconds: float
     recompute_pattern: Callable[[int], np.ndarray] = field(repr=False)
+    read_logits: Callable[[object], np.ndarray] = field(repr=False)  # positions -> [positions, vocab]
 
     def __getitem__(self, full_name: str) -> np.ndarray:
-        return self.values[full_name]
+        return self.logits if full_name == "logits" else self.values[full_name]
 
     def __contains__(self, full_name: str) -> bool:
-        return full_name in self.values
+        return full_name == "logits" or full_name in self.values
 
     @property
     def seq_len(self) -> int:
@@ -45,7 +47,14 @@ class Run:
 
     @property
     def logits(self) -> np.ndarray:
+        """The model's logits [seq, vocab], computed from final_norm_output by lm_head when first read, then kept."""
+        if "logits" not in self.values:
+            self.values["logits"] = self.read_logits(slice(None))
         return self.values["logits"]
+
+    def logits_at(self, positions) -> np.ndarray:
+        """The logits at some positions only, without computing the rest if they were not read yet."""
+        return self.values["logits"][positions] if "logits" in self.values else self.read_logits(positions)
 
     def attention_probabilities(self, layer: int) -> np.ndarray:
         """The pattern of one block, [heads, query, key], recomputed from ``layers.{layer}.layer_input``."""
@@ -55,13 +64,13 @@ class Run:
 
     def value_names(self) -> list[str]:
         """Every standardized full name this run holds, in the vocabulary's order (patterns included)."""
-        names = [v.full_name() for v in ALL_VALUES if not v.per_layer and v.full_name() in self.values]
+        names = [v.full_name() for v in ALL_VALUES if not v.per_layer and v.full_name() in self]
         for layer in range(self.n_layers):
             names += [v.full_name(layer) for v in ALL_VALUES if v.per_layer]
         return names
 
     def shape_of(self, full_name: str) -> tuple[int, ...]:
-        """The shape of a value, patterns included, without recomputing anything."""
+        """The shape of a value, patterns included, without recomputing a pattern."""
         if full_name.endswith(".attention_probabilities"):
             return (self.n_heads, self.seq_len, self.seq_len)
-        return self.values[full_name].shape
+        return self[full_name].shape

@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
-from .errors import PromptError
-from .loading import LoadedModel
+import re
+import unicodedata
+from typing import TYPE_CHECKING
 
-VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
+from .errors import PromptError
+
+if TYPE_CHECKING:  # loading imports transformers, which a page that only draws tokens need not wait for
+    from .loading import LoadedModel
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+# Characters a label would hide or that would reorder the text around them: controls, format marks (RTL marks,
+# zero-width joiners), surrogates, and the line and paragraph separators.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+class VisibleMarks(dict):
+    """A ``str.translate`` table: whitespace as a mark, a hidden character as its code point, found on first use."""
+
+    def __missing__(self, code_point: int) -> str:
+        char = chr(code_point)
+        self[code_point] = f"⟨U+{code_point:04X}⟩" if unicodedata.category(char) in HIDDEN_CATEGORIES else char
+        return self[code_point]
+
+
+VISIBLE_MARKS = VisibleMarks({ord(" "): "␣", ord("\n"): "↵", ord("\t"): "⇥", ord("\r"): "␍"})
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> list[int]:
     """Token ids for ``prompt``, with the model's BOS token first when asked; rejects what cannot run."""
-    if not prompt:
-        raise PromptError("the prompt is empty: type some text to run")
+    check_text(prompt)
     token_ids = loaded.tokenizer.encode(prompt, add_special_tokens=False)
     if bos:
         bos_id = loaded.tokenizer.bos_token_id
@@ -21,6 +41,20 @@ def encode_prompt(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> lis
     return token_ids
 
 
+def check_text(prompt: str) -> None:
+    """Refuse a prompt with nothing to read, or with a surrogate code point, which no UTF-8 text can hold
+    (a browser can send one: half of an emoji)."""
+    if not prompt:
+        raise PromptError("the prompt is empty: type some text to run")
+    if prompt.isspace():
+        raise PromptError("the prompt is only whitespace: type some text to run")
+    surrogate = SURROGATE.search(prompt)
+    if surrogate:
+        raise PromptError(f"the prompt holds a lone UTF-16 surrogate, U+{ord(surrogate.group()):04X}, at character "
+                          f"{surrogate.start() + 1} of {len(prompt)}: it is half of a character (such as an "
+                          "emoji); delete it or paste the text again")
+
+
 def check_fits(loaded: LoadedModel, n_tokens: int) -> None:
     """Refuse a sequence the model has no positions for, before it fails deep inside (GPT-2's wpe lookup)."""
     if n_tokens == 0:
@@ -28,7 +62,7 @@ def check_fits(loaded: LoadedModel, n_tokens: int) -> None:
     if n_tokens > loaded.max_positions:
         raise PromptError(
             f"the prompt is {n_tokens} tokens long, but {loaded.display_name} reads at most "
-            f"{loaded.max_positions} positions"
+            f"{loaded.max_positions} positions: shorten it"
         )
 
 
@@ -38,5 +72,6 @@ def token_strings(loaded: LoadedModel, token_ids: list[int]) -> list[str]:
 
 
 def visible_token(text: str) -> str:
-    """A token with its whitespace drawn as visible marks (" Paris" -> "␣Paris"); still needs HTML escaping."""
-    return text.translate(VISIBLE_WHITESPACE) or "∅"
+    """A token with its whitespace and hidden characters drawn as visible marks (" Paris" -> "␣Paris",
+    RTL override -> "⟨U+202E⟩"), so no label hides or reorders text; still needs HTML escaping."""
+    return text.translate(VISIBLE_MARKS) or "∅"

@@ -104,13 +104,16 @@ class ServedApp:
         return CLOSED_TAB_REPORT.sub("", self.log())
 
 
-def serve_app(models: str | None, log_path: Path) -> tuple[subprocess.Popen, ServedApp]:
+def serve_app(models: str | None, log_path: Path, *, warm: bool = True) -> tuple[subprocess.Popen, ServedApp]:
     """Start the server in its own process group on a free port and wait for /liveness.
 
-    ``models`` None serves the default list, as ``panel serve viz_app`` does on a fresh clone.
+    ``models`` None serves the default list, as ``panel serve viz_app`` does on a fresh clone; ``warm`` loads them
+    before the first visitor.
     """
     port = free_port()
-    command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness", "--warm"]
+    command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness"]
+    if warm:
+        command.append("--warm")
     if models is not None:
         command += ["--args", "--models", models]
     log_file = log_path.open("w")

@@ -11,6 +11,7 @@ from conftest import PROMPT
 
 from model_backend import (capture_run, detect_sinks, direct_logit_attribution, laminar_profile, load_model,
                            logit_lens, residual_norms, scaling_sweep, token_across_layers, tokens_within_layer)
+from model_backend.attribution import readout_direction
 from model_backend.norms import attention_share_received, value_norm_ratios
 
 TARGET = 6342  # " Paris"
@@ -55,6 +56,58 @@ def test_direct_logit_attribution_sums_to_the_logit(loaded, run):
     assert attribution.labels[-1] == f"layers.{loaded.n_layers - 1}.mlp_output"
     has_norm_bias = loaded.family.name == "GPT-2"  # RMSNorm has no bias
     assert (attribution.bias_term != 0.0) == has_norm_bias
+
+
+def test_heads_and_projection_bias_sum_to_their_blocks_attention_term(loaded, run):
+    attribution = direct_logit_attribution(loaded, run, TARGET, position=3)
+    projection_biases = attribution.projection_bias_contributions
+    assert attribution.head_contributions.shape == (loaded.n_layers, loaded.n_heads)
+    assert (projection_biases is not None) == (loaded.family.name == "GPT-2")  # Llama's o_proj has no bias
+    for layer in range(loaded.n_layers):
+        attention_term = attribution.contributions[attribution.labels.index(f"layers.{layer}.attention_output")]
+        heads_and_bias = attribution.head_contributions[layer].sum() + (0.0 if projection_biases is None
+                                                                        else projection_biases[layer])
+        assert abs(heads_and_bias - attention_term) <= 1e-5 * max(1.0, abs(attention_term))
+    labels, terms = attribution.bars(per_head=True)
+    assert abs(terms.sum() - attribution.logit) <= 1e-3 * max(1.0, abs(attribution.logit))
+    assert f"layers.1.attention_output.head_{loaded.n_heads - 1}" in labels
+    assert "layers.1.attention_output" not in labels and "layers.1.mlp_output" in labels
+    assert ("layers.1.attention_output.bias" in labels) == (projection_biases is not None)
+    assert (labels[-1] == "final_norm.bias") == (loaded.family.name == "GPT-2")
+
+
+def silenced_head_run(loaded, layer: int, head: int):
+    """The prompt's run with one head's output zeroed at the input of its block's output projection."""
+    def silence(_module, args):
+        heads = args[0].clone()
+        width = heads.shape[-1] // loaded.n_heads
+        heads[..., head * width:(head + 1) * width] = 0.0
+        return (heads,)
+
+    handle = loaded.module("attention_out", layer).register_forward_pre_hook(silence)
+    try:
+        return capture_run(loaded, PROMPT, bos=True)
+    finally:
+        handle.remove()
+
+
+def test_each_heads_term_is_what_silencing_that_head_takes_from_its_block(loaded, run):
+    layer, position = 1, 4
+    attribution = direct_logit_attribution(loaded, run, TARGET, position=position)
+    direction = readout_direction(loaded, run, TARGET, position)
+    name = f"layers.{layer}.attention_output"
+    expected = [float(torch.from_numpy(run[name][position] - silenced_head_run(loaded, layer, head)[name][position])
+                      .double() @ direction) for head in range(loaded.n_heads)]
+    np.testing.assert_allclose(attribution.head_contributions[layer], expected, rtol=1e-4, atol=1e-7)
+    assert len(set(np.round(expected, 5))) == loaded.n_heads  # distinct heads: a mixed-up split cannot pass
+
+
+def test_attribution_defaults_to_the_top_prediction_at_the_last_position(loaded, run):
+    attribution = direct_logit_attribution(loaded, run)
+    assert attribution.position == run.seq_len - 1
+    assert attribution.target_id == int(run.logits[-1].argmax())
+    assert attribution.target_token == loaded.tokenizer.decode([attribution.target_id])
+    assert attribution.logit == float(run.logits[-1].max())
 
 
 def test_token_across_layers_matches_a_direct_computation(loaded, run):

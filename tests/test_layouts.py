@@ -27,6 +27,7 @@ def filled_state(loaded, prompt: str) -> ExplorerState:
     tokens = [[[loaded.tokenizer.decode([int(i)]) for i in cell] for cell in row] for row in lens.top_ids]
     return ExplorerState(family=loaded.family, run=run, sinks=detect_sinks(run), lens=lens,
                          lens_tokens=np.array(tokens, dtype=object), pattern=run.attention_probabilities(0),
+                         pattern_layer=0,
                          pinned=["block.1", "attention.0", "token_embeddings"])
 
 
@@ -35,12 +36,30 @@ def test_every_view_renders_from_a_run(gpt2):
     views = [DiagramView(state), NormsView(state), SimilarityView(state), LogitLensView(state), AttentionView(state),
              InterventionView(state)]
     pn.Column(*views).get_root(Document())
+    n = state.run.seq_len
+    norms, similarity, lens, attention = views[1], views[2], views[3], views[4]
+    assert norms.heatmap.title.text.startswith(f"Residual norm per boundary and position · {n} tokens")
+    assert similarity.within.title.text.endswith(f"· {n} tokens")
+    assert len(lens.cells.data["top"]) == state.lens.n_rows * n
+    assert attention.pattern_fig.title.text == f"Block 0, mean over heads · {n} tokens"
+
+
+def test_a_new_run_updates_the_same_figures_in_place(gpt2):
+    state = filled_state(gpt2, HTML_PROMPT)
+    norms, lens = NormsView(state), LogitLensView(state)
+    figures = (norms.heatmap, norms.lines, lens.grid)
+    shorter = filled_state(gpt2, "Two words")
+    state.param.update(run=shorter.run, sinks=shorter.sinks, lens=shorter.lens, lens_tokens=shorter.lens_tokens)
+    assert (norms.heatmap, norms.lines, lens.grid) == figures
+    assert norms.heatmap_image.data["image"][0].shape == (state.run.n_layers + 1, shorter.run.seq_len)
+    assert len(lens.cells.data["top"]) == shorter.lens.n_rows * shorter.run.seq_len
+    assert f"· {shorter.run.seq_len} tokens" in lens.grid.title.text
 
 
 def test_cards_escape_tokens_and_report_the_identity_check(gpt2):
     state = filled_state(gpt2, HTML_PROMPT)
     card = part_card("block.1", state.family, state.run.n_layers, state.run, state.sinks, on_close=print)
-    html = "".join(pane.object for pane in card.select(pn.pane.HTML))
+    html = "".join(pane.object for pane in card.layout.select(pn.pane.HTML))
     assert "blocks.1.hook_resid_post" in html and "transformer.h.1" in html
     assert "Identity check" in html
     assert block_identity_error(state.run, 1) < 1e-4

@@ -19,6 +19,7 @@ FIGURES_BY_TAB = {
     "Norms & sinks": ("norms_heatmap", "norms_lines"),
     "Cosine similarity": ("similarity_across_layers", "similarity_within_layer", "laminar_profile"),
     "Logit lens": ("logit_lens", "lens_target"),
+    "Logit attribution": ("logit_attribution",),
     "Attention": ("attention_pattern", "sink_share"),
     "Intervention": ("intervention",),
 }

@@ -1,40 +1,25 @@
-"""Assemble the page: one state, its controller, the sidebar and one tab per view."""
+"""What ``panel serve viz_app`` runs for each browser session: the page's CSS, a state whose choices live in the
+URL, the page itself (built in ``viz_app/page.py``), and, once the page is shown, the models and the first run."""
 
 from pathlib import Path
 
 import panel as pn
 
-from layouts.attention_view import AttentionView
-from layouts.controls import SIDEBAR_WIDTH, sidebar_controls
-from layouts.diagram_view import DiagramView
-from layouts.intervention_view import InterventionView
-from layouts.logit_lens_view import LogitLensView
-from layouts.norms_view import NormsView
-from layouts.similarity_view import SimilarityView
-from viz_app.session import ExplorerSession
+from layouts.state import ExplorerState
+from viz_app.background import BackgroundTasks
+from viz_app.page import explorer_page
 from viz_app.settings import configured_models
+from viz_app.startup import DeferredSession
 
-TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine similarity", SimilarityView),
-        ("Logit lens", LogitLensView), ("Attention", AttentionView), ("Intervention", InterventionView))
 URL_STATE = {"prompt": "prompt", "model": "model", "bos": "bos", "pinned": "pinned", "layer": "layer",
              "token": "token"}
 
 pn.extension(raw_css=[(Path(__file__).parent / "static" / "page.css").read_text()])
 
-session = ExplorerSession(configured_models())
-state = session.state
+state = ExplorerState(busy="Starting…")
 if pn.state.location:
     pn.state.location.sync(state, URL_STATE)
-pn.state.onload(session.launcher(session.start))
+session = DeferredSession(configured_models(), state)
+pn.state.onload(BackgroundTasks().launcher(session.start))
 
-# Only the shown tab is drawn, in the browser (dynamic) and in Python (each view skips while its tab is hidden).
-tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS], dynamic=True)
-state.shown_tab = TABS[0][0]
-tabs.param.watch(lambda event: setattr(state, "shown_tab", TABS[event.new][0]), "active")
-
-pn.template.BootstrapTemplate(
-    title="Residual Stream Explorer",
-    sidebar=sidebar_controls(state, session.npz_file),
-    sidebar_width=SIDEBAR_WIDTH,
-    main=[tabs],
-).servable()
+explorer_page(state, session.npz_file).servable()

@@ -17,28 +17,41 @@ from model_backend import (
     BackendError,
     LoadedModel,
     Run,
+    ScalingSweep,
     capture_run,
+    clean_logprob,
     detect_sinks,
+    direct_logit_attribution,
+    joined_lens,
     logit_lens,
-    scaling_sweep,
+    scaled_logprob,
     write_npz,
 )
 from model_backend.tokens import token_strings
 
+from .background import BackgroundTasks
 from .models import ModelOutcome, shared_model
 
 log = logging.getLogger(__name__)
 LENS_TOP_K = 5
+LENS_FIRST_POSITIONS = 16
+LENS_CHUNK_POSITIONS = 64
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """What the views draw for one run, computed together in a worker thread (the logit lens and the sweep
-    wait until their tab is shown: with a 50k vocabulary they cost more than the pass itself)."""
+    """What every view needs from one run, computed together in a worker thread (the logit lens, the sweep and the
+    attention pattern wait until their tab is shown: with a 50k vocabulary the lens costs more than the pass)."""
 
     run: Run
     sinks: object
-    pattern: np.ndarray
+
+
+def lens_chunks(seq_len: int) -> list[range]:
+    """The positions the lens reads in turn: the last ones first (a run's grid opens there), then leftwards."""
+    first = max(seq_len - LENS_FIRST_POSITIONS, 0)
+    return [range(first, seq_len)] + [range(max(end - LENS_CHUNK_POSITIONS, 0), end)
+                                      for end in range(first, 0, -LENS_CHUNK_POSITIONS)]
 
 
 def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
@@ -54,15 +67,14 @@ def target_token_id(loaded: LoadedModel, text: str) -> int | None:
     return ids[0] if ids else None
 
 
-def lens_for(loaded: LoadedModel, run: Run, target_id: int | None, raw: bool):
-    lens = logit_lens(loaded, run, k=LENS_TOP_K, target_id=target_id, raw=raw)
-    return lens, decoded(loaded, lens.top_ids)
+def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
+    """Run the prompt and compute what every view needs, in one worker thread."""
+    return analysis_of(capture_run(loaded, prompt, bos=bos))
 
 
-def analyse(loaded: LoadedModel, prompt: str, bos: bool, layer: int) -> Analysis:
-    """Run the prompt and compute what most views show, in one worker thread."""
-    run = capture_run(loaded, prompt, bos=bos)
-    return Analysis(run, detect_sinks(run), run.attention_probabilities(min(layer, run.n_layers - 1)))
+def analysis_of(run: Run) -> Analysis:
+    """What every view needs for a run made already (a notebook's): the run and its sinks."""
+    return Analysis(run, detect_sinks(run))
 
 
 def failure_message(error: Exception) -> str:
@@ -83,31 +95,16 @@ class ExplorerSession:
         self.outcomes: list[ModelOutcome] = []
         self.loaded: LoadedModel | None = None
         self._work = asyncio.Lock()
-        self._tasks: set[asyncio.Task] = set()
+        self.launcher = BackgroundTasks().launcher
+        self._latest_job: dict[str, int] = {}
         self.state.param.watch(self.launcher(self.run_prompt), "run_requested")
         self.state.param.watch(self.launcher(self.switch_model), "model")
-        self.state.param.watch(self.launcher(self.read_pattern), "layer")
-        self.state.param.watch(self.launcher(self.read_lens), ["target", "raw_lens", "lens_requested"])
+        self.state.param.watch(self.launcher(self.read_pattern), "pattern_requested")
+        self.state.param.watch(self.launcher(self.read_lens), "lens_requested")
         self.state.param.watch(self.launcher(self.sweep), "sweep_requested")
-
-    def launcher(self, work):
-        """A callback that starts ``work`` as its own task and returns at once.
-
-        A coroutine awaited inside a Bokeh callback holds the session's document lock until it ends, so clicks
-        would queue behind a long run; a separate task releases it, and Panel schedules the task's updates.
-        Where no loop runs (``panel serve --warm`` runs the page once at start-up) the work runs to the end,
-        which loads the models before the first visitor comes.
-        """
-        def launch(*_event) -> None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                asyncio.run(work())
-                return
-            task = loop.create_task(work())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return launch
+        self.state.param.watch(self.launcher(self.read_attribution), "attribution_requested")
+        self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "attribution_target"])
+        self.state.param.watch(self.forget_target_results, ["target", "raw_lens", "alpha"])
 
     @property
     def available(self) -> dict[str, str]:
@@ -121,17 +118,24 @@ class ExplorerSession:
             self.state.busy = f"Loading {source}…"
             self.outcomes.append(await asyncio.to_thread(shared_model, source))
         self.state.busy = ""
+        chosen = self.offer_loaded(requested)
+        if chosen is None:
+            return
+        if chosen == self.state.model:
+            await self.switch_model()
+        else:
+            self.state.model = chosen  # the watcher switches
+
+    def offer_loaded(self, requested: str | None) -> str | None:
+        """List every outcome in the state and offer the models that loaded; returns the one to use (``requested``
+        if it loaded, else the first that did), or None with a message when none did."""
         self.state.model_outcomes = [(o.name, o.loaded is not None, o.loaded.origin if o.loaded else o.reason)
                                      for o in self.outcomes]
         self.state.param.model.objects = self.available
         if not self.available:
             self.state.message = "No model could be loaded; see the reasons in the sidebar."
-            return
-        chosen = requested if requested in self.available.values() else next(iter(self.available.values()))
-        if chosen == self.state.model:
-            await self.switch_model()
-        else:
-            self.state.model = chosen  # the watcher switches
+            return None
+        return requested if requested in self.available.values() else next(iter(self.available.values()))
 
     async def switch_model(self) -> None:
         outcome = next((o for o in self.outcomes if o.source == self.state.model and o.loaded is not None), None)
@@ -148,61 +152,103 @@ class ExplorerSession:
         async with self._work:
             started = time.perf_counter()
             analysis = await self.in_worker(f"Running the prompt through {loaded.display_name}…", analyse, loaded,
-                                            state.prompt, state.bos, state.layer)
+                                            state.prompt, state.bos)
             if analysis is None:
                 return
             run = analysis.run
             state.param.update(
-                family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None,
-                pattern=analysis.pattern,
+                family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, pattern=None,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
                                    f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
 
+    def start_job(self, kind: str) -> int:
+        """A new job of ``kind`` (lens, sweep): it supersedes the one before, which stops at its next step."""
+        self._latest_job[kind] = self._latest_job.get(kind, 0) + 1
+        return self._latest_job[kind]
+
+    def is_current(self, kind: str, job: int, run: Run) -> bool:
+        """Whether a job is still wanted: no newer job of its kind started and no new run replaced its run."""
+        return self._latest_job.get(kind) == job and self.state.run is run
+
+    def forget_target_results(self, *_events) -> None:
+        """A new target, readout or α makes the lens and the sweep stale; their views ask again when shown."""
+        self.state.param.update(lens=None, lens_tokens=None, sweep=None)
+
     async def read_pattern(self) -> None:
+        """Recompute the open block's attention pattern (asked by the attention view when it is shown)."""
         async with self._work:
             run, layer = self.state.run, self.state.layer
             if run is None or layer >= run.n_layers:
                 return
             pattern = await asyncio.to_thread(run.attention_probabilities, layer)
             if self.state.run is run:
-                self.state.pattern = pattern
+                self.state.param.update(pattern=pattern, pattern_layer=layer)
 
     async def read_lens(self) -> None:
-        """Read the logit lens of the current run (with the target and raw switch), off the event loop."""
-        state = self.state
-        async with self._work:
-            run, loaded = state.run, self.loaded
-            if run is None or loaded is None:
+        """Read the logit lens a chunk of positions at a time, the last positions first, publishing after each
+        chunk; a new run, target or readout stops it between chunks."""
+        state, loaded, run = self.state, self.loaded, self.state.run
+        if run is None or loaded is None:
+            return
+        job = self.start_job("lens")
+        target_id = target_token_id(loaded, state.target)
+        parts = []
+        for positions in lens_chunks(run.seq_len):
+            async with self._work:
+                if not self.is_current("lens", job, run):
+                    return
+                part = await self.in_worker("Reading the logit lens…", logit_lens, loaded, run, k=LENS_TOP_K,
+                                            target_id=target_id, raw=state.raw_lens, positions=positions)
+            if part is None or not self.is_current("lens", job, run):
                 return
-            target_id = target_token_id(loaded, state.target)
-            result = await self.in_worker("Reading the logit lens…", lens_for, loaded, run, target_id, state.raw_lens)
-            if result is None:
-                return
-            lens, lens_tokens = result
-            if state.run is run:
-                state.param.update(lens=lens, lens_tokens=lens_tokens, target_id=target_id, message="")
+            parts.append(part)
+            lens = joined_lens(parts)
+            state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), target_id=target_id, message="")
 
     async def sweep(self) -> None:
-        """Scale each block's output by α in turn, reporting progress, off the event loop."""
+        """Scale each block's output by α in turn, one pass per block, publishing each point as it comes; a new
+        run or target stops it between passes."""
+        state, loaded, run = self.state, self.loaded, self.state.run
+        if run is None or loaded is None:
+            return
+        job = self.start_job("sweep")
+        target_id = target_token_id(loaded, state.target)
+        if target_id is None:
+            state.message = "Type a target token for the intervention."
+            return
+        alpha, scaled, clean = state.alpha, [], clean_logprob(run, target_id)
+        state.sweep = ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled))
+        for layer in range(run.n_layers):
+            async with self._work:
+                if not self.is_current("sweep", job, run):
+                    return
+                point = await self.in_worker(f"Scaling block {layer}…", scaled_logprob, loaded, run, target_id,
+                                             layer, alpha=alpha)
+            if point is None or not self.is_current("sweep", job, run):
+                return
+            scaled.append(point)
+            state.sweep = ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled))
+
+    def forget_attribution(self, *_events) -> None:
+        """A new run, position or target makes the attribution stale; its view asks again when shown."""
+        self.state.attribution = None
+
+    async def read_attribution(self) -> None:
+        """Attribute the logit at the chosen position to every writer and head, off the event loop (asked by its
+        view when shown); dropped if the run, position or target changed meanwhile."""
         state = self.state
-        loop = asyncio.get_running_loop()
-
-        def progress(done: int, total: int) -> None:
-            loop.call_soon_threadsafe(setattr, state, "sweep_progress", done / total)
-
         async with self._work:
             run, loaded = state.run, self.loaded
-            if run is None or loaded is None:
+            if run is None or loaded is None or state.attribution is not None:
                 return
-            target_id = target_token_id(loaded, state.target)
-            if target_id is None:
-                state.message = "Type a target token for the intervention."
-                return
-            sweep = await self.in_worker("Scaling each block…", scaling_sweep, loaded, run, target_id,
-                                         alpha=state.alpha, progress=progress)
-            if state.run is run and sweep is not None:
-                state.sweep = sweep
+            asked = (state.attribution_position, state.attribution_target)
+            position = state.attribution_position if state.attribution_position < run.seq_len else -1
+            attribution = await self.in_worker("Attributing the logit…", direct_logit_attribution, loaded, run,
+                                               target_token_id(loaded, state.attribution_target), position)
+            if attribution is not None and state.run is run and asked == (state.attribution_position,
+                                                                            state.attribution_target):
+                state.attribution = attribution
 
     async def in_worker(self, doing: str, function, *args, **kwargs):
         """Run backend work in a thread while the page says what it is doing; on failure report it, return None."""

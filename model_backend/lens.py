@@ -30,6 +30,7 @@ class LogitLens:
     target_ranks: np.ndarray | None  # [row, seq], 1 = the top token
     raw: bool
     last_row_max_abs_diff: float  # last row's logits against the model's (NaN for the raw lens)
+    positions: np.ndarray  # [seq] the positions read, in order (all of them unless asked for fewer)
 
     @property
     def n_rows(self) -> int:
@@ -43,8 +44,12 @@ def read_out(loaded: LoadedModel, residual: torch.Tensor, *, raw: bool = False) 
 
 
 def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | None = None,
-               raw: bool = False) -> LogitLens:
-    """Read every boundary through the model's readout and keep, per position, the top ``k`` tokens."""
+               raw: bool = False, positions=None) -> LogitLens:
+    """Read every boundary through the model's readout and keep, per position, the top ``k`` tokens.
+
+    ``positions`` (a range or index array) reads only those positions: a page can show what is on screen first.
+    """
+    positions = np.arange(run.seq_len) if positions is None else np.asarray(positions, dtype=np.int64)
     boundaries = residual_boundaries(run)
     labels = [label for label, _ in boundaries]
     labels[-1] = f"{labels[-1]} → final norm (model output)" if not raw else f"{labels[-1]} (raw)"
@@ -52,9 +57,10 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
     last_row_diff = float("nan")
     with torch.inference_mode():
         for row, (_, name) in enumerate(boundaries):
-            logits = read_out(loaded, torch.from_numpy(run[name])[None], raw=raw)[0]  # [seq, vocab]
+            residual = torch.from_numpy(run[name][positions])[None]
+            logits = read_out(loaded, residual, raw=raw)[0]  # [positions, vocab]
             if row == len(boundaries) - 1 and not raw:
-                last_row_diff = float((logits - torch.from_numpy(run.logits)).abs().max())
+                last_row_diff = float((logits - torch.from_numpy(run.logits_at(positions))).abs().max())
             # Top-k of the logits, then only those k normalised: no full-vocabulary probability table.
             log_normaliser = logits.logsumexp(dim=-1, keepdim=True)
             best = logits.topk(k, dim=-1)
@@ -73,4 +79,27 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
         target_ranks=np.stack(target_ranks) if target_id is not None else None,
         raw=raw,
         last_row_max_abs_diff=last_row_diff,
+        positions=positions,
+    )
+
+
+def joined_lens(parts: list[LogitLens]) -> LogitLens:
+    """One lens from parts read at disjoint positions of the same run (same target and readout), in position order."""
+    positions = np.concatenate([part.positions for part in parts])
+    order = np.argsort(positions, kind="stable")
+
+    def joined(arrays):
+        return None if arrays[0] is None else np.concatenate(arrays, axis=1)[:, order]
+
+    first = parts[0]
+    return LogitLens(
+        row_labels=first.row_labels,
+        top_ids=joined([part.top_ids for part in parts]),
+        top_probs=joined([part.top_probs for part in parts]),
+        target_id=first.target_id,
+        target_probs=joined([part.target_probs for part in parts]),
+        target_ranks=joined([part.target_ranks for part in parts]),
+        raw=first.raw,
+        last_row_max_abs_diff=max(part.last_row_max_abs_diff for part in parts),
+        positions=positions[order],
     )

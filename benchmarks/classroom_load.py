@@ -1,0 +1,75 @@
+"""Classroom load: one ``panel serve viz_app`` on localhost and 30 students, each in their own browser context of one
+chromium, clicking Run on their own prompt (32 to 128 tokens) at about the same time.
+
+Prints the 50th and 95th percentiles and the maximum of Run -> updated (the status line shows the session's token
+count and its norms figures are drawn for that run), and checks that every session ends showing its own prompt,
+tokens and pinned card and nothing of another's. Targets at 30 sessions: p95 <= 3 s on the demo model, <= 6 s on
+the GPT-2-small shape. Exits with 1 when a session showed something not its own or the server logged a traceback.
+
+    python benchmarks/classroom_load.py [--model demo-gpt2|gpt2-small|tiny|PATH] [--sessions 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from classroom_sessions import run_classroom, session_plans
+from page_driver import MODEL_SHAPES, save_gpt2_shaped, served, tracebacks_in
+
+from viz_app.settings import DEMO_MODEL
+
+TARGET_P95_SECONDS = {"demo-gpt2": 3.0, "gpt2-small": 6.0}
+
+
+def model_folder(model: str, scratch: Path) -> Path:
+    """The shipped demo model, a random model of a named shape saved in ``scratch``, or a checkpoint folder."""
+    if model == "demo-gpt2":
+        return DEMO_MODEL
+    if model in MODEL_SHAPES:
+        return save_gpt2_shaped(scratch / model, model)
+    return Path(model)
+
+
+def report(model: str, outcomes) -> bool:
+    """Print the latencies against the model's target and every session's problems; True when all were isolated."""
+    seconds = [outcome.seconds for outcome in outcomes if outcome.seconds is not None]
+    if seconds:
+        p50, p95 = np.percentile(seconds, [50, 95])
+        target = TARGET_P95_SECONDS.get(model)
+        verdict = f" (target p95 <= {target:g} s: {'met' if p95 <= target else 'missed'})" if target else ""
+        print(f"Run -> updated over {len(seconds)} sessions: p50 {p50:.2f} s, p95 {p95:.2f} s, "
+              f"max {max(seconds):.2f} s{verdict}")
+    isolated = [outcome for outcome in outcomes if not outcome.problems]
+    print(f"isolation: {len(isolated)} of {len(outcomes)} sessions showed only their own prompt, tokens and card")
+    for session, outcome in enumerate(outcomes):
+        for problem in outcome.problems:
+            print(f"  session {session}: {problem}")
+    return len(isolated) == len(outcomes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="demo-gpt2", help="demo-gpt2, gpt2-small, tiny or a checkpoint folder")
+    parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--shortest", type=int, default=32, help="tokens of the shortest prompt, BOS included")
+    parser.add_argument("--longest", type=int, default=128, help="tokens of the longest prompt, BOS included")
+    arguments = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = model_folder(arguments.model, Path(scratch))
+        plans = session_plans(folder, arguments.sessions, arguments.shortest, arguments.longest)
+        print(f"{arguments.model} ({folder}): {arguments.sessions} sessions of {plans[0].n_tokens} to "
+              f"{plans[-1].n_tokens} tokens, one panel serve, one chromium", flush=True)
+        with served(str(folder), Path(scratch) / "server.log") as app:
+            outcomes = asyncio.run(run_classroom(app.url, plans))
+        tracebacks = tracebacks_in(app)
+    print(f"server log: {tracebacks} tracebacks")
+    sys.exit(0 if report(arguments.model, outcomes) and not tracebacks else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Direct logit attribution as bars: each writer's (or each head's) term in one token's logit at one position, the
+visible check that the bars sum to the model's logit, and a click on a bar pins the card of the value it reads."""
+
+from __future__ import annotations
+
+import html
+from functools import partial
+
+import pandas as pd
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, TapTool
+
+from model_backend.attribution import FINAL_NORM_BIAS, LogitAttribution
+from model_backend.run import Run
+from model_backend.tokens import visible_token
+
+from .downloads import csv_download
+from .style import WIDE, readable_figure
+from .tab_view import TabView
+
+BAR_PIXELS = 26  # the least width a bar gets; many bars widen the figure, which then scrolls sideways
+KIND_COLORS = {"embeddings": "#7f7f7f", "attention": "#ff7f0e", "MLP": "#2ca02c", "bias": "#bcbd22"}
+# The bars outside the blocks: where each is drawn, and the diagram part whose card explains it. Before block 0 of
+# the Llama family, layers.0.layer_input is the token embeddings.
+OUTSIDE_BLOCKS = {
+    "token_embeddings": (("embeddings", "token"), "token_embeddings"),
+    "position_embeddings": (("embeddings", "position"), "position_embeddings"),
+    "layers.0.layer_input": (("embeddings", "token"), "token_embeddings"),
+    FINAL_NORM_BIAS: (("final norm", "bias"), "final_norm"),
+}
+
+
+def kind_of(label: str) -> str:
+    """What a bar is, for its colour: embeddings, attention (a block's or a head's), MLP or a bias."""
+    if label.endswith(".bias"):
+        return "bias"
+    if ".attention_output" in label:
+        return "attention"
+    return "MLP" if label.endswith(".mlp_output") else "embeddings"
+
+
+def part_of(label: str) -> str:
+    """The diagram part whose card explains a bar's value: ``layers.3.attention_output.head_5`` -> ``attention.3``."""
+    if label in OUTSIDE_BLOCKS:
+        return OUTSIDE_BLOCKS[label][1]
+    _, layer, value = label.split(".")[:3]
+    return f"{'attention' if value == 'attention_output' else 'mlp'}.{layer}"
+
+
+def axis_factor(label: str) -> tuple[str, str]:
+    """A bar's place on the axis, grouped and short: ``layers.3.attention_output.head_5`` -> ("block 3", "head 5")."""
+    if label in OUTSIDE_BLOCKS:
+        return OUTSIDE_BLOCKS[label][0]
+    _, layer, value, *head = label.split(".")
+    if head:
+        return f"block {layer}", "attn bias" if head[0] == "bias" else head[0].replace("_", " ")
+    return f"block {layer}", "attention" if value == "attention_output" else "MLP"
+
+
+def attribution_figure() -> tuple:
+    """An empty bar chart (figure ``logit_attribution``) and its source (``attribution_bars``), one bar per term."""
+    source = ColumnDataSource({"x": [], "label": [], "term": [], "kind": [], "color": []}, name="attribution_bars")
+    fig = readable_figure(name="logit_attribution", x_range=FactorRange(), tools="xpan,xwheel_zoom,reset,save",
+                          title="Direct logit attribution")
+    bars = fig.vbar(x="x", top="term", width=0.8, source=source, color="color", line_color=None)
+    fig.add_tools(TapTool(renderers=[bars]),
+                  HoverTool(renderers=[bars], tooltips=[("value", "@label"), ("term", "@term{0.0000}")]))
+    fig.add_layout(Legend(items=[LegendItem(label={"field": "kind"}, renderers=[bars])], label_text_font_size="15px"),
+                   "right")
+    fig.xaxis.major_label_orientation = "vertical"
+    fig.xaxis.group_text_font_size = "15px"
+    fig.yaxis.axis_label = "term in the logit"
+    fig.xgrid.visible = False
+    return fig, source
+
+
+def sum_check(attribution: LogitAttribution, bars_sum: float) -> str:
+    """The bars' sum beside the model's own logit and their difference: the proof that the split is exact."""
+    difference = bars_sum - attribution.logit
+    relative = abs(difference) / max(abs(attribution.logit), 1e-12)
+    return (f"<p class='attribution-check'>Sum of the bars: <b>{bars_sum:.6f}</b> · the model's logit: "
+            f"<b>{attribution.logit:.6f}</b> · difference {difference:.1e} (relative {relative:.1e})</p>")
+
+
+def what_is_attributed(attribution: LogitAttribution, run: Run, typed: str) -> str:
+    """Which logit the bars split: the position and its token, the target and where it came from (all escaped)."""
+    target = html.escape(visible_token(attribution.target_token))
+    if not typed:
+        source = "the model's top prediction there"
+    elif attribution.target_token == typed:
+        source = "as typed"
+    else:
+        source = f"the first token of “{html.escape(typed)}”"
+    return (f"<p class='attribution-about'>Logit of <code>{target}</code> (token {attribution.target_id}, {source}) "
+            f"at position {attribution.position} <code>{html.escape(visible_token(run.tokens[attribution.position]))}"
+            f"</code>, read through the final norm with its scale frozen at this position. Click a bar to pin the card "
+            f"of the value it reads.</p>")
+
+
+def position_options(run: Run) -> dict[str, int]:
+    """``position:token`` for every position; the last is offered as -1, so it stays the last for a new prompt."""
+    labels = [f"{p}:{visible_token(token)}" for p, token in enumerate(run.tokens)]
+    return {**{label: p for p, label in enumerate(labels[:-1])}, f"{labels[-1]} (last)": -1}
+
+
+class AttributionView(TabView):
+    """The state's attribution as bars, with a per-head switch, a position picker, a target box and a CSV."""
+
+    per_head = param.Boolean(default=False, label="one bar per attention head")
+
+    watches = ("run", "attribution", "attribution_position", "attribution_target")
+    own_watches = ("per_head",)
+
+    def __init__(self, state, **params):
+        super().__init__(state, **params)
+        self.figure, self.bars = attribution_figure()
+        self.bars.selected.on_change("indices", self._on_tap)
+        self.about = pn.pane.HTML("Run a prompt to attribute its logits.")
+        self.check = pn.pane.HTML("")
+        self.pinned_note = pn.pane.HTML("")
+        self.position_picker = pn.widgets.Select(label="position", options={}, width=240)
+        self.position_picker.param.watch(lambda event: setattr(self.state, "attribution_position", event.new),
+                                         "value")
+        self.download = csv_download(self.table, "logit_attribution.csv", "Download the bars as CSV")
+        self.request_refresh()
+
+    def refresh(self) -> None:
+        run, attribution = self.state.run, self.state.attribution
+        if run is None:
+            return
+        options = position_options(run)
+        chosen = self.state.attribution_position if self.state.attribution_position in options.values() else -1
+        self.position_picker.param.update(options=options, value=chosen)
+        if attribution is None:
+            self.state.param.trigger("attribution_requested")
+            return
+        labels, terms = attribution.bars(self.per_head)
+        kinds = [kind_of(label) for label in labels]
+        factors = [axis_factor(label) for label in labels]
+        self.figure.x_range.factors = factors  # first: the empty range maps one level, the bars need two
+        self.bars.data = {"x": factors, "label": labels, "term": terms, "kind": kinds,
+                          "color": [KIND_COLORS[k] for k in kinds]}
+        self.figure.width = max(WIDE, BAR_PIXELS * len(labels))
+        self.figure.title.text = (f"Direct logit attribution of {visible_token(attribution.target_token)} at position "
+                                  f"{attribution.position} · {run.seq_len} tokens")
+        self.check.object = sum_check(attribution, float(terms.sum()))
+        self.about.object = what_is_attributed(attribution, run, self.state.attribution_target)
+
+    def _on_tap(self, _attr, _old, indices) -> None:
+        if indices:
+            # Changing Panel and Bokeh models from inside a Bokeh callback: leave it to the next tick.
+            pn.state.execute(partial(self.pin, self.bars.data["label"][indices[0]]), schedule=True)
+
+    def pin(self, label: str) -> None:
+        """Pin the card of the value a bar reads (once) and say where it is shown; clear the selection."""
+        part = part_of(label)
+        if part not in self.state.pinned:
+            self.state.pinned = [*self.state.pinned, part]
+        self.pinned_note.object = (f"<p class='attribution-pinned'>Pinned the card of <code>{html.escape(label)}</code> "
+                                   f"(<code>{html.escape(part)}</code>): it is shown in the <b>Block diagram</b> "
+                                   f"tab.</p>")
+        self.bars.selected.indices = []
+
+    def table(self) -> pd.DataFrame:
+        """The bars shown, for the CSV download: value name, term, and which logit they split."""
+        attribution = self.state.attribution
+        if attribution is None:
+            return pd.DataFrame(columns=["term"])
+        labels, terms = attribution.bars(self.per_head)
+        return pd.DataFrame({"term": terms, "position": attribution.position, "target_id": attribution.target_id,
+                             "target": attribution.target_token, "logit": attribution.logit},
+                            index=pd.Index(labels, name="value"))
+
+    def __panel__(self):
+        return pn.Column(
+            pn.Row(self.position_picker,
+                   pn.widgets.TextInput.from_param(self.state.param.attribution_target, width=240,
+                                                   placeholder="empty: the top prediction"),
+                   pn.widgets.Checkbox.from_param(self.param.per_head, align="end")),
+            self.about, self.check, pn.Row(pn.pane.Bokeh(self.figure), scroll=True, width=WIDE + 40),
+            self.pinned_note, self.download)

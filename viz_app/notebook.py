@@ -1,0 +1,117 @@
+"""Every view, and the whole page, in a Jupyter notebook: one call each, given a loaded model and/or a run.
+
+Each view's state is filled before the call returns, through the same backend calls the page makes, so the view
+shows data when its cell ends (also when a notebook is executed headless). A controller stays attached, so what
+the view asks for later (another block, target or α, Scale each block) is computed as on the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import panel as pn
+
+from layouts.attention_view import AttentionView
+from layouts.attribution_view import AttributionView
+from layouts.diagram_view import DiagramView
+from layouts.intervention_view import InterventionView
+from layouts.logit_lens_view import LogitLensView
+from layouts.norms_view import NormsView
+from layouts.similarity_view import SimilarityView
+from layouts.state import ExplorerState
+from model_backend.attribution import direct_logit_attribution
+from model_backend.interventions import scaling_sweep
+from model_backend.lens import logit_lens
+from model_backend.loading import LoadedModel
+from model_backend.run import Run
+
+from .models import ModelOutcome, shared_model
+from .page import explorer_inline
+from .session import LENS_TOP_K, ExplorerSession, analysis_of, decoded, target_token_id
+
+DEFAULT_TARGET = ExplorerState.param.target.default
+DEFAULT_ALPHA = ExplorerState.param.alpha.default
+
+
+def controlled_state(loaded: LoadedModel | None, run: Run, layer: int = 0, token: int = 0, **choices) -> ExplorerState:
+    """A state showing ``run`` with what the page computes after a pass, watched by a controller for ``loaded``."""
+    if not 0 <= layer < run.n_layers:
+        raise ValueError(f"layer {layer} is outside 0..{run.n_layers - 1}")
+    if not 0 <= token < run.seq_len:
+        raise ValueError(f"token {token} is outside 0..{run.seq_len - 1}")
+    session = ExplorerSession([], ExplorerState(prompt=run.prompt, bos=run.bos, layer=layer, token=token, **choices))
+    session.loaded = loaded
+    session.state.param.update(family=None if loaded is None else loaded.family, run=run, sinks=analysis_of(run).sinks)
+    return session.state
+
+
+def target_id_of(loaded: LoadedModel, target: str) -> int:
+    """The target's first token id; a notebook call fails at once on an empty target."""
+    target_id = target_token_id(loaded, target)
+    if target_id is None:
+        raise ValueError(f"the target {target!r} encodes to no token; give one such as ' Paris'")
+    return target_id
+
+
+def diagram_view(loaded: LoadedModel, run: Run, layer: int = 0, pinned: Sequence[str] = ("block.0",)) -> DiagramView:
+    """The block diagram with block ``layer`` open and a card per pinned part (ids such as ``"attention.0"``)."""
+    return DiagramView(controlled_state(loaded, run, layer, pinned=list(pinned)))
+
+
+def norms_view(run: Run) -> NormsView:
+    """The residual norm per position and boundary, with the attention sinks found and the signals that fired."""
+    return NormsView(controlled_state(None, run))
+
+
+def similarity_view(run: Run, layer: int = 0, token: int = 0) -> SimilarityView:
+    """Cosine similarity: ``token`` across boundaries, the tokens at block ``layer``'s output, and every pair."""
+    return SimilarityView(controlled_state(None, run, layer, token))
+
+
+def logit_lens_view(loaded: LoadedModel, run: Run, target: str = DEFAULT_TARGET, raw: bool = False) -> LogitLensView:
+    """Every boundary read through the final norm and unembedding (``raw``: without the norm), and ``target``'s
+    probability and rank."""
+    state = controlled_state(loaded, run, target=target, raw_lens=raw)
+    target_id = target_token_id(loaded, target)
+    lens = logit_lens(loaded, run, k=LENS_TOP_K, target_id=target_id, raw=raw)
+    state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), target_id=target_id)
+    return LogitLensView(state)
+
+
+def attribution_view(loaded: LoadedModel, run: Run, target: str = "", position: int = -1) -> AttributionView:
+    """Each writer's (and head's) term in ``target``'s logit at ``position``, summing to the model's logit (an
+    empty target: the model's top prediction; -1: the last position)."""
+    if not -1 <= position < run.seq_len:
+        raise ValueError(f"position {position} is outside -1..{run.seq_len - 1}")
+    state = controlled_state(loaded, run, attribution_target=target, attribution_position=position)
+    state.attribution = direct_logit_attribution(loaded, run, target_token_id(loaded, target), position)
+    return AttributionView(state)
+
+
+def attention_view(run: Run, layer: int = 0) -> AttentionView:
+    """Block ``layer``'s attention pattern per head, beside the share of attention each head gives the sink."""
+    state = controlled_state(None, run, layer)
+    state.param.update(pattern=run.attention_probabilities(layer), pattern_layer=layer)
+    return AttentionView(state)
+
+
+def intervention_view(loaded: LoadedModel, run: Run, target: str = DEFAULT_TARGET,
+                      alpha: float = DEFAULT_ALPHA) -> InterventionView:
+    """``target``'s log-probability at the last position when each block's output in turn is scaled by ``alpha``."""
+    state = controlled_state(loaded, run, target=target, alpha=alpha)
+    state.sweep = scaling_sweep(loaded, run, target_id_of(loaded, target), alpha=alpha)
+    return InterventionView(state)
+
+
+def explorer(models: LoadedModel | str | Sequence[str]) -> pn.Row:
+    """The whole page inline, on a loaded model or on model sources (Hub ids or folders, loaded here once per
+    process). Its first run starts when the cell ends; then the prompt, Run, the model picker and every tab work
+    as on the served page."""
+    if isinstance(models, LoadedModel):
+        outcomes = [ModelOutcome(models.source, models)]
+    else:
+        outcomes = [shared_model(source) for source in ([models] if isinstance(models, str) else models)]
+    session = ExplorerSession([outcome.source for outcome in outcomes])
+    session.outcomes = outcomes
+    session.state.model = session.offer_loaded(None)  # the controller switches to it and runs the prompt
+    return explorer_inline(session.state, session.npz_file)

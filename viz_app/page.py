@@ -1,0 +1,43 @@
+"""The page, built the same way for ``panel serve`` and for a notebook: the sidebar's controls beside one tab per
+view, all bound to one session's state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import panel as pn
+
+from layouts.attention_view import AttentionView
+from layouts.attribution_view import AttributionView
+from layouts.controls import SIDEBAR_WIDTH, sidebar_controls
+from layouts.diagram_view import DiagramView
+from layouts.intervention_view import InterventionView
+from layouts.logit_lens_view import LogitLensView
+from layouts.norms_view import NormsView
+from layouts.similarity_view import SimilarityView
+from layouts.state import ExplorerState
+
+TITLE = "Residual Stream Explorer"
+TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine similarity", SimilarityView),
+        ("Logit lens", LogitLensView), ("Logit attribution", AttributionView), ("Attention", AttentionView),
+        ("Intervention", InterventionView))
+
+
+def explorer_tabs(state: ExplorerState) -> pn.Tabs:
+    """One tab per view. Only the shown tab is drawn, in the browser (dynamic) and in Python (each view waits
+    while its tab is hidden)."""
+    tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS], dynamic=True)
+    state.shown_tab = TABS[0][0]
+    tabs.param.watch(lambda event: setattr(state, "shown_tab", TABS[event.new][0]), "active")
+    return tabs
+
+
+def explorer_page(state: ExplorerState, npz_file: Callable) -> pn.template.BootstrapTemplate:
+    """The served page: the sidebar's controls and the tabs in Bootstrap's page layout."""
+    return pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state, npz_file),
+                                         sidebar_width=SIDEBAR_WIDTH, main=[explorer_tabs(state)])
+
+
+def explorer_inline(state: ExplorerState, npz_file: Callable) -> pn.Row:
+    """The same controls and tabs side by side, for a notebook cell (a template takes a whole browser page)."""
+    return pn.Row(pn.Column(*sidebar_controls(state, npz_file), width=SIDEBAR_WIDTH), explorer_tabs(state))

@@ -1,0 +1,31 @@
+"""The first moments of a page: show it at once, then import the model libraries and load the models.
+
+Importing torch and transformers takes seconds on a cold server; a visitor should see the page and what it is
+loading meanwhile, so the controller (``viz_app.session``, which imports them) is made only once the page is shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from importlib import import_module
+from io import BytesIO
+
+from layouts.state import ExplorerState
+
+
+class DeferredSession:
+    """Holds the page's state until the controller exists, then hands every request to it."""
+
+    def __init__(self, sources: list[str], state: ExplorerState):
+        self.sources, self.state, self.session = sources, state, None
+
+    async def start(self) -> None:
+        """Import the controller off the event loop, then let it load the models and run the first prompt."""
+        self.state.busy = "Loading the model libraries (torch, transformers)…"
+        session_module = await asyncio.to_thread(import_module, "viz_app.session")
+        self.session = session_module.ExplorerSession(self.sources, self.state)
+        await self.session.start()
+
+    def npz_file(self) -> BytesIO:
+        """The last run as NPZ for the download button (empty until the controller exists)."""
+        return self.session.npz_file() if self.session is not None else BytesIO()
