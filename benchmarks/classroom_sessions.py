@@ -11,12 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
+from page_driver import (
+    NORMS_TAB,
+    PROMPT_BOX,
+    TIMEOUT_MS,
+    VIEWPORT,
+    launch_chromium,
+    run_until_updated,
+    show_tab,
+    type_prompt,
+    wait_until_idle,
+)
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 from transformers import AutoConfig, AutoTokenizer
 
 from layouts.style import token_axis_labels
-from page_driver import (NORMS_TAB, PROMPT_BOX, TIMEOUT_MS, VIEWPORT, launch_chromium, run_until_updated, show_tab,
-                         type_prompt, wait_until_idle)
 
 WORDS = ("the river runs past an old mill where children once played and the miller sang of harvest rain "
          "while lanterns swayed over quiet water").split()

@@ -4,6 +4,7 @@ visible check that the bars sum to the model's logit, and a click on a bar pins 
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 from functools import partial
 
 import pandas as pd
@@ -11,13 +12,16 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, TapTool
 
-from model_backend.attribution import FINAL_NORM_BIAS, LogitAttribution
+from model_backend.names import FINAL_NORM_BIAS
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
 from .style import WIDE, readable_figure
 from .tab_view import TabView
+
+if TYPE_CHECKING:  # the attribution module imports torch; the view only reads its arrays
+    from model_backend.attribution import LogitAttribution
 
 BAR_PIXELS = 26  # the least width a bar gets; many bars widen the figure, which then scrolls sideways
 KIND_COLORS = {"embeddings": "#7f7f7f", "attention": "#ff7f0e", "MLP": "#2ca02c", "bias": "#bcbd22"}

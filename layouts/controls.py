@@ -11,6 +11,8 @@ import panel as pn
 from .state import ExplorerState
 
 SIDEBAR_WIDTH = 330
+# Panel's box cuts text at 5,000 characters without a word; past the model's positions the run says so instead.
+PROMPT_MAX_CHARACTERS = 200_000
 
 
 def model_report(outcomes: list[tuple[str, bool, str]]) -> str:
@@ -36,7 +38,7 @@ def error_line(message: str) -> str:
 def sidebar_controls(state: ExplorerState, npz_file: Callable) -> list:
     """The sidebar's widgets, all bound to ``state``; Enter in the prompt box runs like the button."""
     prompt = pn.widgets.TextInput.from_param(state.param.prompt, width=SIDEBAR_WIDTH - 20,
-                                             placeholder="Type a prompt, press Enter")
+                                             max_length=PROMPT_MAX_CHARACTERS, placeholder="Type a prompt, press Enter")
     prompt.param.watch(lambda _event: state.param.trigger("run_requested"), "enter_pressed")
     run = pn.widgets.Button.from_param(state.param.run_requested, color="primary", width=120)
     progress = pn.indicators.Progress(active=True, width=SIDEBAR_WIDTH - 20, visible=state.param.busy.rx.bool())

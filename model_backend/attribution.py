@@ -19,10 +19,9 @@ import numpy as np
 import torch
 
 from .loading import LoadedModel
+from .names import FINAL_NORM_BIAS
 from .run import Run
 from .tokens import token_strings
-
-FINAL_NORM_BIAS = "final_norm.bias"
 
 
 @dataclass(frozen=True)
@@ -141,12 +140,13 @@ def direct_logit_attribution(loaded: LoadedModel, run: Run, target_id: int | Non
     """Split the logit of ``target_id`` (default: the model's top prediction) at ``position`` into each writer's
     term, and each attention_output's term into its heads', through the frozen final norm."""
     position = position % run.seq_len
+    logits = run.logits_at(position)  # [vocab]
     if target_id is None:
-        target_id = int(run.logits_at(position).argmax())
+        target_id = int(logits.argmax())
     direction = readout_direction(loaded, run, target_id, position)
     writers = stream_writers(run)
     contributions = np.array([float(torch.from_numpy(run[name][position]).double() @ direction) for name in writers])
     heads, projection_biases = head_terms(loaded, run, position, direction)
     return LogitAttribution(target_id, token_strings(loaded, [target_id])[0], position, writers, contributions,
                             heads, projection_biases, final_bias_term(loaded, target_id),
-                            float(run.logits_at(position)[target_id]))
+                            float(logits[target_id]))

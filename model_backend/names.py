@@ -68,6 +68,9 @@ VALUES_BY_NAME = {value.name: value for value in ALL_VALUES}
 
 RESIDUAL_SUBLAYER_ORDER = ("layer_input", "attention_output", "layer_mid", "mlp_output", "layer_output")
 
+# The final norm's bias read through the unembedding: a term of the direct logit attribution, not a captured value.
+FINAL_NORM_BIAS = "final_norm.bias"
+
 
 def split_full_name(full_name: str) -> tuple[ValueName, int | None]:
     """Parse ``layers.3.layer_output`` or ``logits`` back into its ValueName and layer index."""

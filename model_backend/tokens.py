@@ -48,11 +48,23 @@ def check_text(prompt: str) -> None:
         raise PromptError("the prompt is empty: type some text to run")
     if prompt.isspace():
         raise PromptError("the prompt is only whitespace: type some text to run")
-    surrogate = SURROGATE.search(prompt)
+    check_no_surrogate(prompt, "prompt")
+
+
+def check_no_surrogate(text: str, what: str) -> None:
+    """Refuse text holding a lone surrogate, naming where it is (the message never holds the surrogate itself)."""
+    surrogate = SURROGATE.search(text)
     if surrogate:
-        raise PromptError(f"the prompt holds a lone UTF-16 surrogate, U+{ord(surrogate.group()):04X}, at character "
-                          f"{surrogate.start() + 1} of {len(prompt)}: it is half of a character (such as an "
+        raise PromptError(f"the {what} holds a lone UTF-16 surrogate, U+{ord(surrogate.group()):04X}, at character "
+                          f"{surrogate.start() + 1} of {len(text)}: it is half of a character (such as an "
                           "emoji); delete it or paste the text again")
+
+
+def target_token_id(loaded: LoadedModel, text: str) -> int | None:
+    """The first token of a target text (" Paris" -> one id), or None when the box is empty."""
+    check_no_surrogate(text, "target")
+    ids = loaded.tokenizer.encode(text, add_special_tokens=False)
+    return ids[0] if ids else None
 
 
 def check_fits(loaded: LoadedModel, n_tokens: int) -> None:

@@ -24,10 +24,11 @@ from model_backend.interventions import scaling_sweep
 from model_backend.lens import logit_lens
 from model_backend.loading import LoadedModel
 from model_backend.run import Run
+from model_backend.tokens import target_token_id
 
 from .models import ModelOutcome, shared_model
 from .page import explorer_inline
-from .session import LENS_TOP_K, ExplorerSession, analysis_of, decoded, target_token_id
+from .session import LENS_TOP_K, ExplorerSession, analysis_of, decoded
 
 DEFAULT_TARGET = ExplorerState.param.target.default
 DEFAULT_ALPHA = ExplorerState.param.alpha.default

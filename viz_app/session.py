@@ -16,6 +16,7 @@ from layouts.state import ExplorerState
 from model_backend import (
     BackendError,
     LoadedModel,
+    PromptError,
     Run,
     ScalingSweep,
     capture_run,
@@ -27,7 +28,7 @@ from model_backend import (
     scaled_logprob,
     write_npz,
 )
-from model_backend.tokens import token_strings
+from model_backend.tokens import target_token_id, token_strings
 
 from .background import BackgroundTasks
 from .models import ModelOutcome, shared_model
@@ -61,10 +62,9 @@ def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
     return strings[inverse].reshape(token_ids.shape)
 
 
-def target_token_id(loaded: LoadedModel, text: str) -> int | None:
-    """The first token of the target text (" Paris" -> one id), or None when the box is empty."""
-    ids = loaded.tokenizer.encode(text, add_special_tokens=False)
-    return ids[0] if ids else None
+def attribution_for(loaded: LoadedModel, run: Run, target_text: str, position: int):
+    """The direct logit attribution of a typed target (the top prediction when the box is empty)."""
+    return direct_logit_attribution(loaded, run, target_token_id(loaded, target_text), position)
 
 
 def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
@@ -192,7 +192,11 @@ class ExplorerSession:
         if run is None or loaded is None:
             return
         job = self.start_job("lens")
-        target_id = target_token_id(loaded, state.target)
+        try:
+            target_id = target_token_id(loaded, state.target)
+        except PromptError as error:
+            self.report(error)
+            return
         parts = []
         for positions in lens_chunks(run.seq_len):
             async with self._work:
@@ -213,7 +217,11 @@ class ExplorerSession:
         if run is None or loaded is None:
             return
         job = self.start_job("sweep")
-        target_id = target_token_id(loaded, state.target)
+        try:
+            target_id = target_token_id(loaded, state.target)
+        except PromptError as error:
+            self.report(error)
+            return
         if target_id is None:
             state.message = "Type a target token for the intervention."
             return
@@ -244,8 +252,8 @@ class ExplorerSession:
                 return
             asked = (state.attribution_position, state.attribution_target)
             position = state.attribution_position if state.attribution_position < run.seq_len else -1
-            attribution = await self.in_worker("Attributing the logit…", direct_logit_attribution, loaded, run,
-                                               target_token_id(loaded, state.attribution_target), position)
+            attribution = await self.in_worker("Attributing the logit…", attribution_for, loaded, run,
+                                               state.attribution_target, position)
             if attribution is not None and state.run is run and asked == (state.attribution_position,
                                                                             state.attribution_target):
                 state.attribution = attribution

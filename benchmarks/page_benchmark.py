@@ -1,0 +1,181 @@
+"""Page benchmark: how long the served page takes to show a run, next to the plain forward pass of the same prompt.
+
+A GPT-2-small-shaped random model (12 x 768, 12 heads, GPT-2's tokenizer, 1024 positions) is served by
+``panel serve viz_app`` and driven in chromium. Each figure is the median of --repeats:
+- Run click -> the Norms & sinks tab updated (status line and every figure name the new token count, drawn), per
+  prompt length ("word word …", BOS included);
+- after a run at the longest length, a click on each other tab -> its figures drawn for that run;
+- a first visit to a fresh server: goto -> the page shell (status line shown, noting whether it said it was
+  loading), and goto -> the first figure drawn (the block diagram of the default prompt), with and without --warm.
+The plain forward is ``model(input_ids)`` under ``torch.inference_mode`` in this process: same model, same prompt,
+same torch thread count as the server, so the page's overhead reads as a ratio.
+
+    python benchmarks/page_benchmark.py [--lengths 32 512] [--repeats 5] [--shape gpt2-small|tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import torch
+from page_driver import (
+    FIGURES_BY_TAB,
+    MODEL_SHAPES,
+    NORMS_TAB,
+    TIMEOUT_MS,
+    VIEWPORT,
+    launch_chromium,
+    repeated_words,
+    run_until_updated,
+    save_gpt2_shaped,
+    served,
+    show_tab,
+    tracebacks_in,
+    type_prompt,
+    wait_drawn,
+    wait_until_idle,
+)
+from playwright.async_api import Browser, async_playwright, expect
+
+from layouts.state import DEFAULT_PROMPT
+from model_backend import load_model
+from model_backend.tokens import encode_prompt
+
+
+def plain_forward_seconds(folder: Path, prompts: list[str], repeats: int) -> dict[str, tuple[int, float]]:
+    """Each prompt's token count (BOS first, as the page runs it) and median seconds of ``model(input_ids)`` after
+    a warm-up call."""
+    loaded = load_model(str(folder))
+    forward = {}
+    with torch.inference_mode():
+        for prompt in prompts:
+            input_ids = torch.tensor([encode_prompt(loaded, prompt, bos=True)])
+            loaded.model(input_ids=input_ids, use_cache=False)
+            times = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                loaded.model(input_ids=input_ids, use_cache=False)
+                times.append(time.perf_counter() - started)
+            forward[prompt] = (input_ids.shape[1], statistics.median(times))
+    return forward
+
+
+async def first_visit(browser: Browser, folder: Path, warm: bool, n_default: int) -> tuple[float, float, str]:
+    """Seconds from goto to the page shell and to the first drawn figure on a fresh server, and what the shell's
+    status line said."""
+    with served(str(folder), folder.parent / f"server-first-visit-{warm}.log", warm=warm) as app:
+        context = await browser.new_context(viewport=VIEWPORT)
+        page = await context.new_page()
+        status = page.locator(".status-line")
+        started = time.perf_counter()
+        await page.goto(app.url, wait_until="commit")
+        await status.wait_for(state="visible", timeout=TIMEOUT_MS)
+        shell = time.perf_counter() - started
+        said = await status.inner_text()
+        await expect(status).to_contain_text(f" {n_default} tokens ", timeout=TIMEOUT_MS)
+        await wait_drawn(page, "Block diagram")
+        figure = time.perf_counter() - started
+        await wait_until_idle(page)
+        await context.close()
+    if tracebacks := tracebacks_in(app):
+        print(f"first-visit server ({'--warm' if warm else 'no --warm'}) logged {tracebacks} tracebacks")
+    return shell, figure, said
+
+
+async def first_visits(browser: Browser, folder: Path, repeats: int, n_default: int) -> dict[tuple, list[float]]:
+    """Each first-visit measurement ``repeats`` times, each on a fresh server, with and without --warm; prints
+    what the shell said first."""
+    times, said = defaultdict(list), Counter()
+    for _ in range(repeats):
+        for warm in (False, True):
+            flag = "--warm" if warm else "no --warm"
+            shell, figure, status = await first_visit(browser, folder, warm, n_default)
+            times[(f"first visit, {flag}: shell shown", n_default)].append(shell)
+            times[(f"first visit, {flag}: first figure drawn", n_default)].append(figure)
+            said[f"{flag}: {status!r}"] += 1
+    for text, count in said.items():
+        print(f"first visit, the shell's status line first said ({count} of {repeats}) {text}")
+    return times
+
+
+async def runs_and_tabs(browser: Browser, url: str, lengths: list[int], repeats: int) -> dict[tuple, list[float]]:
+    """Run -> Norms & sinks updated at each length, and after the longest, each other tab's click -> drawn."""
+    times = defaultdict(list)
+    context = await browser.new_context(viewport=VIEWPORT)
+    page = await context.new_page()
+    await page.goto(url)
+    await expect(page.locator(".status-line")).to_contain_text(" tokens ", timeout=TIMEOUT_MS)
+    await wait_until_idle(page)
+    await show_tab(page, NORMS_TAB)
+    shown = None
+    for _ in range(repeats):
+        for n_tokens in lengths:
+            if shown == n_tokens:  # the timed run must change the token count that the page shows
+                await type_prompt(page, repeated_words(n_tokens - 1))
+                await run_until_updated(page, NORMS_TAB, n_tokens - 1)
+            await type_prompt(page, repeated_words(n_tokens))
+            times[(f"Run -> {NORMS_TAB} drawn", n_tokens)].append(await run_until_updated(page, NORMS_TAB, n_tokens))
+            shown = n_tokens
+            if n_tokens == max(lengths):
+                for tab in FIGURES_BY_TAB:
+                    if tab != NORMS_TAB:
+                        times[(f"click -> {tab} drawn", n_tokens)].append(await show_tab(page, tab, n_tokens))
+                        await wait_until_idle(page)
+                await show_tab(page, NORMS_TAB, n_tokens)
+    await context.close()
+    return times
+
+
+def print_table(times: dict[tuple, list[float]], forward: dict[int, float]) -> None:
+    """One row per measurement: its median, the plain forward of the same prompt, and their ratio."""
+    print(f"{'measurement':<44} {'tokens':>6} {'page':>8} {'forward':>8} {'page/forward':>13}")
+    for (label, n_tokens), values in times.items():
+        median = statistics.median(values)
+        print(f"{label:<44} {n_tokens:>6} {median:>7.2f}s {forward[n_tokens]:>7.3f}s "
+              f"{median / forward[n_tokens]:>12.1f}x")
+
+
+async def measure(folder: Path, lengths: list[int], repeats: int, n_default: int) -> dict[tuple, list[float]]:
+    async with async_playwright() as playwright:
+        browser = await launch_chromium(playwright)
+        try:
+            with served(str(folder), folder.parent / "server.log") as app:
+                times = await runs_and_tabs(browser, app.url, lengths, repeats)
+            print(f"server log: {tracebacks_in(app)} tracebacks")
+            times.update(await first_visits(browser, folder, repeats, n_default))
+        finally:
+            await browser.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[32, 512])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--shape", choices=sorted(MODEL_SHAPES), default="gpt2-small")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                        help="torch threads here and in the server")
+    arguments = parser.parse_args()
+    torch.set_num_threads(arguments.threads)
+    os.environ["OMP_NUM_THREADS"] = str(arguments.threads)  # the server inherits this process's environment
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = save_gpt2_shaped(Path(scratch) / arguments.shape, arguments.shape)
+        prompts = [DEFAULT_PROMPT, *(repeated_words(n_tokens) for n_tokens in arguments.lengths)]
+        forward = plain_forward_seconds(folder, prompts, arguments.repeats)
+        if [forward[prompt][0] for prompt in prompts[1:]] != arguments.lengths:
+            raise ValueError("'word word …' prompts did not give the requested token counts")
+        print(f"{arguments.shape}-shaped random GPT-2, torch {torch.__version__}, {arguments.threads} threads, "
+              f"median of {arguments.repeats}", flush=True)
+        times = asyncio.run(measure(folder, arguments.lengths, arguments.repeats, forward[DEFAULT_PROMPT][0]))
+    print_table(times, dict(forward.values()))
+
+
+if __name__ == "__main__":
+    main()
