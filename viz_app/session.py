@@ -145,7 +145,8 @@ class ExplorerSession:
         await self.run_prompt()
 
     async def run_prompt(self) -> None:
-        """Run the prompt off the event loop, publish every view's data at once, then start the sweep."""
+        """Run the prompt off the event loop and publish what every view needs at once; the lens, the pattern, the
+        attribution and the sweep are computed when their views ask."""
         if self.loaded is None:
             return
         state, loaded = self.state, self.loaded
