@@ -172,6 +172,18 @@ class ExplorerSession:
         """Whether a job is still wanted: no newer job of its kind started and no new run replaced its run."""
         return self._latest_job.get(kind) == job and self.state.run is run
 
+    def start_target_job(self, kind: str) -> tuple[int, int | None] | None:
+        """Start a job of ``kind`` on the current run for the typed target: (job, target id or None for an empty
+        box), or None when there is no run yet or the target is refused (the page then says why)."""
+        if self.state.run is None or self.loaded is None:
+            return None
+        try:
+            target_id = target_token_id(self.loaded, self.state.target)
+        except PromptError as error:
+            self.report(error)
+            return None
+        return self.start_job(kind), target_id
+
     def forget_target_results(self, *_events) -> None:
         """A new target, readout or α makes the lens and the sweep stale; their views ask again when shown."""
         self.state.param.update(lens=None, lens_tokens=None, sweep=None)
@@ -189,15 +201,11 @@ class ExplorerSession:
     async def read_lens(self) -> None:
         """Read the logit lens a chunk of positions at a time, the last positions first, publishing after each
         chunk; a new run, target or readout stops it between chunks."""
+        started = self.start_target_job("lens")
+        if started is None:
+            return
+        job, target_id = started
         state, loaded, run = self.state, self.loaded, self.state.run
-        if run is None or loaded is None:
-            return
-        job = self.start_job("lens")
-        try:
-            target_id = target_token_id(loaded, state.target)
-        except PromptError as error:
-            self.report(error)
-            return
         parts = []
         for positions in lens_chunks(run.seq_len):
             async with self._work:
@@ -214,15 +222,11 @@ class ExplorerSession:
     async def sweep(self) -> None:
         """Scale each block's output by α in turn, one pass per block, publishing each point as it comes; a new
         run or target stops it between passes."""
+        started = self.start_target_job("sweep")
+        if started is None:
+            return
+        job, target_id = started
         state, loaded, run = self.state, self.loaded, self.state.run
-        if run is None or loaded is None:
-            return
-        job = self.start_job("sweep")
-        try:
-            target_id = target_token_id(loaded, state.target)
-        except PromptError as error:
-            self.report(error)
-            return
         if target_id is None:
             state.message = "Type a target token for the intervention."
             return
