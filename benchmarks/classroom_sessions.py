@@ -98,7 +98,7 @@ def prompt_of_length(tokenizer, session: int, n_tokens: int) -> str:
 
 
 async def run_classroom(url: str, plans: list[SessionPlan]) -> list[SessionOutcome]:
-    """In one chromium, open one browser context per plan, click every Run together, then check every session."""
+    """The classroom of ``plans`` on the page at ``url``, in a fresh headless chromium."""
     async with async_playwright() as playwright:
         browser = await launch_chromium(playwright)
         try:
@@ -108,6 +108,7 @@ async def run_classroom(url: str, plans: list[SessionPlan]) -> list[SessionOutco
 
 
 async def classroom_in(browser: Browser, url: str, plans: list[SessionPlan]) -> list[SessionOutcome]:
+    """Open one browser context per plan, click every Run together, then check every session."""
     contexts = [await browser.new_context(viewport=VIEWPORT) for _ in plans]
     try:
         errors = [[] for _ in plans]
@@ -121,8 +122,13 @@ async def classroom_in(browser: Browser, url: str, plans: list[SessionPlan]) -> 
     finally:
         for context in contexts:
             await context.close()
-    return [SessionOutcome(None, [f"Run never updated the page: {took}", *found, *seen]) if isinstance(took, Exception)
-            else SessionOutcome(took, [*found, *seen]) for took, found, seen in zip(seconds, errors, problems)]
+    return [outcome(took, [*found, *seen]) for took, found, seen in zip(seconds, errors, problems)]
+
+
+def outcome(took: float | Exception, problems: list[str]) -> SessionOutcome:
+    if isinstance(took, Exception):
+        return SessionOutcome(None, [f"Run never updated the page: {took}", *problems])
+    return SessionOutcome(took, problems)
 
 
 async def open_session(context: BrowserContext, url: str, plan: SessionPlan, errors: list[str]) -> Page:
@@ -147,7 +153,8 @@ async def isolation_problems(page: Page, plan: SessionPlan) -> list[str]:
     if f" {plan.n_tokens} tokens " not in (status := await page.locator(".status-line").inner_text()):
         problems.append(f"status line reads {status!r}")
     if (labels := tuple(await page.evaluate(AXIS_LABELS, "norms_heatmap"))) != plan.token_labels:
-        problems.append(f"norms figure shows tokens {labels[:4]}…, not {plan.token_labels[:4]}…")
+        problems.append(f"norms figure shows {len(labels)} tokens, first differing: "
+                        f"{next((a, b) for a, b in zip([*labels, None], [*plan.token_labels, None]) if a != b)}")
     await show_tab(page, "Block diagram")
     cards = page.locator(".part-card")
     try:

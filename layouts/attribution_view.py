@@ -161,7 +161,8 @@ class AttributionView(TabView):
         part = part_of(label)
         if part not in self.state.pinned:
             self.state.pinned = [*self.state.pinned, part]
-        self.pinned_note.object = (f"<p class='attribution-pinned'>Pinned the card of <code>{html.escape(label)}</code> "
+        self.pinned_note.object = (f"<p class='attribution-pinned'>Pinned the card of "
+                                   f"<code>{html.escape(label)}</code> "
                                    f"(<code>{html.escape(part)}</code>): it is shown in the <b>Block diagram</b> "
                                    f"tab.</p>")
         self.bars.selected.indices = []

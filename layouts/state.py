@@ -25,7 +25,8 @@ class ExplorerState(param.Parameterized):
                            doc="source of the model in use (kept as typed in the URL until it is checked)")
     prompt = UrlText(default=DEFAULT_PROMPT)
     bos = param.Boolean(default=True, doc="prepend the model's BOS token")
-    layer = param.Integer(default=0, bounds=(0, None), label="block", doc="the open block, also the layer other views show")
+    layer = param.Integer(default=0, bounds=(0, None), label="block",
+                          doc="the open block, also the layer other views show")
     token = param.Integer(default=0, bounds=(0, None), label="token", doc="the position followed across layers")
     pinned = param.List(default=[], item_type=str, doc="ids of the diagram parts whose cards are pinned")
     target = param.String(default=" Berlin", doc="the token the logit lens and the intervention follow")

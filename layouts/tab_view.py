@@ -29,7 +29,7 @@ class TabView(pn.viewable.Viewer):
         self.state.param.watch(self.request_refresh, list(self.watches))
         if self.own_watches:
             self.param.watch(self.request_refresh, list(self.own_watches))
-        self.state.param.watch(self._refresh_if_stale, "shown_tab")
+        self.state.param.watch(self._refresh_on_show, "shown_tab")
 
     @property
     def is_shown(self) -> bool:
@@ -45,6 +45,11 @@ class TabView(pn.viewable.Viewer):
         if self._stale and self.is_shown and not self._refresh_scheduled:
             self._refresh_scheduled = True
             pn.state.execute(self._refresh_now, schedule=True)
+
+    def _refresh_on_show(self, *_events) -> None:
+        """A tab switch comes from a click, inside the document's lock: refresh right there, without waiting a tick."""
+        if self._stale and self.is_shown:
+            self._refresh_now()
 
     def _refresh_now(self) -> None:
         self._refresh_scheduled = False

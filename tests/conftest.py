@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,13 @@ from tiny_models import save_tiny_gpt2, save_tiny_llama  # noqa: E402
 from model_backend import capture_run, load_model  # noqa: E402
 
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
+
+
+def run_coroutine(coroutine):
+    """Run a coroutine to its end in a thread of its own: pytest-playwright's sync API keeps an event loop running in
+    the main thread once a browser test has run, and ``asyncio.run`` refuses to start under it."""
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +69,8 @@ import socket  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 import urllib.request  # noqa: E402
+
+from playwright.sync_api import Page, expect  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -139,5 +150,35 @@ def served_app(tiny_gpt2_dir, tmp_path_factory):
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=10)
     assert "Traceback" not in app.log_without_closed_tab_reports(), app.log()
+
+RUN_SECONDS = 30_000  # milliseconds a run may take to show, on two shared cores
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_gpt2_dir):
+    """The same tiny model the server loads, in this process, to compute what the page should show."""
+    return load_model(str(tiny_gpt2_dir))
+
+
+@pytest.fixture
+def page_with_checks(page: Page, served_app):
+    """The page, opened and settled after its first run; fails the test on a browser console error."""
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("requestfailed", lambda request: errors.append(f"request failed: {request.url}"))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(served_app.url)
+    expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
+    wait_until_idle(page)
+    yield page
+    wait_until_idle(page)  # closing a page while the server still sends to it logs a Tornado traceback
+    assert not errors, errors
+
+
+def wait_until_idle(page: Page) -> None:
+    """Wait until the page shows no work in progress (busy messages end with an ellipsis)."""
+    expect(page.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
+    page.wait_for_timeout(500)
+
 
 # --------------------------------------------------- end of browser fixtures ------------------------------------

@@ -3,13 +3,13 @@ never another's. The timed, 30-session version is benchmarks/classroom_load.py; 
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from classroom_sessions import run_classroom, session_plans  # noqa: E402
+from conftest import run_coroutine  # noqa: E402
 
 N_SESSIONS = 5
 
@@ -17,5 +17,5 @@ N_SESSIONS = 5
 def test_concurrent_sessions_each_show_only_their_own_run(served_app, tiny_gpt2_dir):
     plans = session_plans(tiny_gpt2_dir, N_SESSIONS, shortest=20, longest=60)  # the tiny model reads 64 positions
     assert len({plan.prompt for plan in plans}) == len({plan.pinned for plan in plans}) == N_SESSIONS
-    outcomes = asyncio.run(run_classroom(served_app.url, plans))
+    outcomes = run_coroutine(run_classroom(served_app.url, plans))
     assert [outcome.problems for outcome in outcomes] == [[] for _ in plans]

@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pytest
+from conftest import RUN_SECONDS
 from playwright.sync_api import Page, expect
 
-from model_backend import capture_run, load_model
+from model_backend import capture_run
 from model_backend.tokens import visible_token
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -23,7 +23,6 @@ FIGURES_BY_TAB = {
     "Attention": ("attention_pattern", "sink_share"),
     "Intervention": ("intervention",),
 }
-RUN_SECONDS = 30_000
 expect.set_options(timeout=20_000)  # two cores, shared with model training: drawing can take seconds
 
 FIND_VIEW = """name => Bokeh.index.query_one(view => view.model.name === name)"""
@@ -65,32 +64,6 @@ INJECTED_IMAGES = """() => {
     search(document);
     return found.length;
 }"""
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tiny_gpt2_dir):
-    """The same tiny model the server loads, in this process, to compute what the page should show."""
-    return load_model(str(tiny_gpt2_dir))
-
-
-@pytest.fixture
-def page_with_checks(page: Page, served_app):
-    """The page, opened and settled after its first run; fails the test on a browser console error."""
-    errors = []
-    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(served_app.url)
-    expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
-    wait_until_idle(page)
-    yield page
-    wait_until_idle(page)  # closing a page while the server still sends to it logs a Tornado traceback
-    assert not errors, errors
-
-
-def wait_until_idle(page: Page) -> None:
-    """Wait until the page shows no work in progress (busy messages end with an ellipsis)."""
-    expect(page.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
-    page.wait_for_timeout(500)
 
 
 def run_prompt(page: Page, prompt: str, n_tokens: int) -> None:

@@ -8,8 +8,8 @@ import random
 
 from playwright.sync_api import Page, expect
 from test_fuzz_prompts import CODE_POINTS, expected_refusal, random_character, random_prompt
-from test_page import ARTIFACTS, INJECTED_IMAGES, RUN_SECONDS, n_tokens_of, run_prompt, wait_until_idle
-from test_page import page_with_checks, tiny_model  # noqa: F401 - fixtures
+from conftest import RUN_SECONDS, wait_until_idle
+from test_page import ARTIFACTS, INJECTED_IMAGES, n_tokens_of, run_prompt
 
 SEED = 11
 N_PROMPTS = 20
@@ -82,7 +82,8 @@ def test_random_unicode_prompts_show_their_run_or_a_message(page_with_checks, ti
         assert held == as_held(prompt)
         expect_outcome(page, expected)
     outcomes = [expected for _, expected in cases]
-    assert "U+D" in outcomes[0] and "whitespace" in outcomes[1] and sum(o.endswith(" tokens ") for o in outcomes) >= 8, outcomes
+    n_runs = sum(o.endswith(" tokens ") for o in outcomes)
+    assert "U+D" in outcomes[0] and "whitespace" in outcomes[1] and n_runs >= 8, outcomes
     assert page.evaluate(INJECTED_IMAGES) == 0
     assert not dialogs
     assert "Traceback" not in served_app.log_without_closed_tab_reports()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from conftest import run_coroutine
 
 from viz_app import session as session_module
 from viz_app.session import ExplorerSession, lens_chunks
@@ -19,7 +20,7 @@ def controller(tiny_gpt2_dir):
     controller.state.prompt = LONG_PROMPT
     controller.outcomes.append(session_module.shared_model(str(tiny_gpt2_dir)))
     controller.loaded = controller.outcomes[0].loaded
-    asyncio.run(controller.run_prompt())
+    run_coroutine(controller.run_prompt())
     return controller
 
 
@@ -33,7 +34,7 @@ def test_lens_chunks_read_the_last_positions_first_and_every_position_once():
 def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(controller):
     published = []
     controller.state.param.watch(lambda event: published.append(event.new), "lens")
-    asyncio.run(controller.read_lens())
+    run_coroutine(controller.read_lens())
     assert [len(lens.positions) for lens in published] == [16, 40]
     assert published[-1].positions.tolist() == list(range(40))
 
@@ -56,7 +57,7 @@ def test_a_new_run_stops_the_sweep_and_the_lens_of_the_last(controller, monkeypa
         await asyncio.gather(sweep, lens)
 
     first_run = controller.state.run
-    asyncio.run(new_run_during_the_sweep_and_the_lens())
+    run_coroutine(new_run_during_the_sweep_and_the_lens())
     assert controller.state.run is not first_run
     assert len(passes) < first_run.n_layers
     assert controller.state.sweep is None and controller.state.lens is None

@@ -24,10 +24,14 @@ TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine s
 
 
 def explorer_tabs(state: ExplorerState) -> pn.Tabs:
-    """One tab per view. Only the shown tab is drawn, in the browser (dynamic) and in Python (each view waits
-    while its tab is hidden)."""
-    tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS], dynamic=True)
-    state.shown_tab = TABS[0][0]
+    """One tab per view. Every tab's figures are in the browser from the start, empty; only the shown tab's view
+    fills them, in place (each view waits while its tab is hidden).
+
+    Not Panel's dynamic tabs: they put a tab's models in the page only when it is shown, and a view's changes made
+    then could reach the browser before those models (seen as "reference isn't known" with five pages at once).
+    """
+    tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS])
+    state.shown_tab = TABS[tabs.active][0]
     tabs.param.watch(lambda event: setattr(state, "shown_tab", TABS[event.new][0]), "active")
     return tabs
 
