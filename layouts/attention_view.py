@@ -52,12 +52,11 @@ class AttentionView(TabView):
     watches = ("run", "sinks", "pattern", "layer")
     own_watches = ("head",)
 
-    def __init__(self, state, **params):
-        super().__init__(state, **params)
+    def build(self) -> None:
         self.pattern_fig, self.pattern_image, self.pattern_mapper = pattern_heatmap()
         self.share_fig, self.share_image = sink_share_grid()
+        self._offer_heads()
         self.state.param.watch(self._offer_heads, "run")
-        self.request_refresh()
 
     def _offer_heads(self, *_events) -> None:
         heads = [] if self.state.run is None else list(range(self.state.run.n_heads))
@@ -102,7 +101,7 @@ class AttentionView(TabView):
         what = f"sink {sink}" if sink_positions else "pos 0 (no sink)"
         self.share_fig.title.text = f"Share on {what} · {run.seq_len} tokens"
 
-    def __panel__(self):
+    def layout(self):
         return pn.Column(pn.Row(pn.widgets.IntInput.from_param(self.state.param.layer, width=120),
                                 pn.widgets.Select.from_param(self.param.head, width=220)),
                          pn.Row(pn.pane.Bokeh(self.pattern_fig), pn.pane.Bokeh(self.share_fig)))

@@ -116,8 +116,7 @@ class AttributionView(TabView):
     watches = ("run", "attribution", "attribution_position", "attribution_target")
     own_watches = ("per_head",)
 
-    def __init__(self, state, **params):
-        super().__init__(state, **params)
+    def build(self) -> None:
         self.figure, self.bars = attribution_figure()
         self.bars.selected.on_change("indices", self._on_tap)
         self.about = pn.pane.HTML("Run a prompt to attribute its logits.")
@@ -127,7 +126,6 @@ class AttributionView(TabView):
         self.position_picker.param.watch(lambda event: setattr(self.state, "attribution_position", event.new),
                                          "value")
         self.download = csv_download(self.table, "logit_attribution.csv", "Download the bars as CSV")
-        self.request_refresh()
 
     def refresh(self) -> None:
         run, attribution = self.state.run, self.state.attribution
@@ -177,7 +175,7 @@ class AttributionView(TabView):
                              "target": attribution.target_token, "logit": attribution.logit},
                             index=pd.Index(labels, name="value"))
 
-    def __panel__(self):
+    def layout(self):
         return pn.Column(
             pn.Row(self.position_picker,
                    pn.widgets.TextInput.from_param(self.state.param.attribution_target, width=240,

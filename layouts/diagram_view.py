@@ -18,14 +18,12 @@ class DiagramView(TabView):
 
     watches = ("run", "sinks", "layer", "pinned", "family")
 
-    def __init__(self, state, **params):
-        super().__init__(state, **params)
+    def build(self) -> None:
         self.diagram = pn.pane.Bokeh()
         self.drawn_for = None
         self.cards: dict[str, PartCard] = {}
         self.hint = pn.pane.Markdown("The diagram appears once a model has run a prompt.", width=400)
         self.card_column = pn.Column(scroll=True, height=600, width=460)
-        self.request_refresh()
 
     def pin(self, part_id: str) -> None:
         """Pin a part's card (once); clicking a block in the chain also opens it."""
@@ -61,5 +59,5 @@ class DiagramView(TabView):
                 card.show(run, self.state.sinks)
         self.card_column.objects = [self.cards[p].layout for p in reversed(pinned)]
 
-    def __panel__(self):
+    def layout(self):
         return pn.Row(self.diagram, pn.Column(self.hint, self.card_column))

@@ -34,11 +34,9 @@ class InterventionView(TabView):
 
     watches = ("run", "sweep")
 
-    def __init__(self, state, **params):
-        super().__init__(state, **params)
+    def build(self) -> None:
         self.fig, self.points, self.clean = sweep_plot()
         self.note = pn.pane.HTML("Run a prompt, then scale each block.")
-        self.request_refresh()
 
     def refresh(self) -> None:
         run, sweep = self.state.run, self.state.sweep
@@ -59,7 +57,7 @@ class InterventionView(TabView):
                                f"{sweep.site} × {sweep.alpha:g} · {run.seq_len} tokens{progress}")
         self.note.object = f"<p>Dashed red line: the clean run, log p = {sweep.clean_logprob:.3f}.</p>"
 
-    def __panel__(self):
+    def layout(self):
         return pn.Column(
             pn.Row(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
                    pn.widgets.FloatSlider.from_param(self.state.param.alpha, width=300),

@@ -106,8 +106,7 @@ class LogitLensView(TabView):
 
     watches = ("run", "lens", "lens_tokens")
 
-    def __init__(self, state: ExplorerState, **params):
-        super().__init__(state, **params)
+    def build(self) -> None:
         self.grid, self.cells = lens_grid()
         self.cells.selected.on_change("indices", lambda _attr, _old, new: self.show_selected(new))
         self.probability, self.probabilities, self.rank, self.ranks = target_plots()
@@ -117,7 +116,6 @@ class LogitLensView(TabView):
         self.download = csv_download(lambda: lens_table(self.state.run, self.state.lens, self.state.lens_tokens),
                                      "logit_lens.csv", "Download the lens read so far as CSV")
         self.windowed_run = None
-        self.request_refresh()
 
     def show_selected(self, indices) -> None:
         """Write the clicked cell's top-k under the grid (escaped: tokens are user text)."""
@@ -165,7 +163,7 @@ class LogitLensView(TabView):
         self.probability.title.text = f"p({token}) at the end · {run.seq_len} tokens"
         self.rank.title.text = f"rank of {token} (1 = top)"
 
-    def __panel__(self):
+    def layout(self):
         return pn.Column(pn.Row(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
                                 pn.widgets.Checkbox.from_param(self.state.param.raw_lens)),
                          self.check, pn.pane.Bokeh(self.grid), self.selected, self.targets, self.download)

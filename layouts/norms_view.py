@@ -83,8 +83,7 @@ class NormsView(TabView):
     watches = ("run", "sinks")
     own_watches = ("skip_first_in_colors",)
 
-    def __init__(self, state, **params):
-        super().__init__(state, **params)
+    def build(self) -> None:
         self.norms = None
         self.summary = pn.pane.HTML("Run a prompt to see the residual norms.")
         self.linear_mapper = LinearColorMapper(palette=Viridis256, high_color="#ff00ff")
@@ -92,16 +91,21 @@ class NormsView(TabView):
         self.heatmap_pane, self.lines_pane = pn.pane.Bokeh(), pn.pane.Bokeh()
         self.download = csv_download(lambda: norms_table(self.state.run, self.norms), "norms.csv",
                                      "Download norms as CSV")
-        self.param.watch(self._rebuild, "log_scale")
-        self._rebuild()
+        self.make_figures()
+        self.heatmap_pane.object, self.lines_pane.object = self.heatmap, self.lines
+        self.param.watch(self._change_axis_type, "log_scale")
 
-    def _rebuild(self, *_events) -> None:
+    def make_figures(self) -> None:
         """Make the figures for the current axis type (the only change that needs new figures)."""
         mapper = self.log_mapper if self.log_scale else self.linear_mapper
         self.heatmap, self.heatmap_image = norms_heatmap(mapper)
         self.lines, self.lines_data, self.sink_marks = norms_lines(log_scale=self.log_scale)
+
+    def _change_axis_type(self, *_events) -> None:
+        """New figures, filled before they replace the shown ones (so they reach the page with their data)."""
+        self.make_figures()
+        self.refresh()
         self.heatmap_pane.object, self.lines_pane.object = self.heatmap, self.lines
-        self.request_refresh()
 
     def refresh(self) -> None:
         run, sinks = self.state.run, self.state.sinks
@@ -129,7 +133,7 @@ class NormsView(TabView):
         self.lines.title.text = f"Residual norm per position, one line per boundary · {n} tokens"
         self.summary.object = sink_summary(run, sinks)
 
-    def __panel__(self):
+    def layout(self):
         return pn.Column(pn.Row(pn.widgets.Checkbox.from_param(self.param.log_scale),
                                 pn.widgets.Checkbox.from_param(self.param.skip_first_in_colors)),
                          self.summary, self.heatmap_pane, self.lines_pane, self.download)

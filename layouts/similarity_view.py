@@ -85,8 +85,7 @@ class SimilarityView(TabView):
     watches = ("run", "token", "layer")
     own_watches = ("skip_first", "center")
 
-    def __init__(self, state, **params):
-        super().__init__(state, **params)
+    def build(self) -> None:
         self.across, self.across_image, across_mapper = matrix_heatmap("similarity_across_layers")
         self.within, self.within_image, within_mapper = matrix_heatmap("similarity_within_layer")
         self.laminar, self.laminar_image, laminar_mapper, self.mean, self.mean_data = laminar_figures()
@@ -96,7 +95,6 @@ class SimilarityView(TabView):
             self.param.watch(lambda event, mapper=mapper: setattr(mapper, "low", event.new), bound)
         self.token_picker = pn.widgets.Select(label="token", options={}, width=220)
         self.token_picker.param.watch(lambda event: setattr(self.state, "token", event.new), "value")
-        self.request_refresh()
 
     def refresh(self) -> None:
         run = self.state.run
@@ -132,7 +130,7 @@ class SimilarityView(TabView):
         mean = profile.mean if n_pairs else np.full(n_boundaries, np.nan)
         self.mean_data.data = {"x": np.arange(n_boundaries), "y": mean}
 
-    def __panel__(self):
+    def layout(self):
         layer_picker = pn.widgets.IntInput.from_param(self.state.param.layer, width=100)
         across_low, within_low, laminar_low = (pn.widgets.FloatSlider.from_param(self.param[name], width=220)
                                                for name in ("across_low", "within_low", "laminar_low"))

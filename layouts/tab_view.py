@@ -1,4 +1,4 @@
-"""Views that build their figures once and update them in place, and only while their tab is shown."""
+"""Views that build their figures when first shown, then update them in place, and only while their tab is shown."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ class TabView(pn.viewable.Viewer):
     """A view of ``state`` whose figures are made once and refreshed in place (new data, same Bokeh models).
 
     A subclass lists what it draws from in ``watches`` (state parameters) and ``own_watches`` (its own), and
-    implements ``refresh``. A change while another tab is shown only marks the view stale: it refreshes once its
-    tab is shown. Outside tabs, in a notebook, ``shown_tab`` stays empty and the view always refreshes.
+    implements ``build`` (make the figures and widgets), ``layout`` (arrange them) and ``refresh``. A change while
+    another tab is shown only marks the view stale: it refreshes once its tab is shown. A view is built the first
+    time it is shown, and filled before it is handed to the page, so a page opens with one tab's figures, not all
+    of them, and each arrives with its data. Outside tabs, in a notebook, ``shown_tab`` stays empty and the view is
+    built and refreshed at once.
     """
 
     state = param.ClassSelector(class_=ExplorerState)
@@ -26,10 +29,13 @@ class TabView(pn.viewable.Viewer):
         super().__init__(state=state, **params)
         self._stale = True
         self._refresh_scheduled = False
+        self._built = False
+        self._page = pn.Column()
         self.state.param.watch(self.request_refresh, list(self.watches))
         if self.own_watches:
             self.param.watch(self.request_refresh, list(self.own_watches))
         self.state.param.watch(self._refresh_on_show, "shown_tab")
+        self.request_refresh()
 
     @property
     def is_shown(self) -> bool:
@@ -55,8 +61,25 @@ class TabView(pn.viewable.Viewer):
         self._refresh_scheduled = False
         if self._stale and self.is_shown:
             self._stale = False
+            if self._built:
+                self.refresh()
+                return
+            self._built = True
+            self.build()
             self.refresh()
+            self._page.objects = [self.layout()]
+
+    def build(self) -> None:
+        """Make the view's figures and widgets, empty (implemented by each view)."""
+        raise NotImplementedError
+
+    def layout(self) -> pn.viewable.Viewable:
+        """Arrange what ``build`` made (implemented by each view)."""
+        raise NotImplementedError
 
     def refresh(self) -> None:
         """Put the state's current results into the figures (implemented by each view)."""
         raise NotImplementedError
+
+    def __panel__(self) -> pn.Column:
+        return self._page

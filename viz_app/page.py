@@ -24,14 +24,15 @@ TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine s
 
 
 def explorer_tabs(state: ExplorerState) -> pn.Tabs:
-    """One tab per view. Every tab's figures are in the browser from the start, empty; only the shown tab's view
-    fills them, in place (each view waits while its tab is hidden).
+    """One tab per view. A view builds its figures when its tab is first shown, fills them and only then hands them
+    to the page; later runs update them in place, only while the tab is shown.
 
-    Not Panel's dynamic tabs: they put a tab's models in the page only when it is shown, and a view's changes made
-    then could reach the browser before those models (seen as "reference isn't known" with five pages at once).
+    Not Panel's dynamic tabs: they take a tab's models off the page when it is hidden and put them back when shown,
+    and a view's changes made then could reach the browser before those models (seen as "reference isn't known"
+    with five pages at once).
     """
+    state.shown_tab = TABS[0][0]
     tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS])
-    state.shown_tab = TABS[tabs.active][0]
     tabs.param.watch(lambda event: setattr(state, "shown_tab", TABS[event.new][0]), "active")
     return tabs
 
