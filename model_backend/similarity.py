@@ -9,10 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics.pairwise import cosine_similarity
 
 from .boundaries import residual_boundaries
 from .run import Run
+
+
+def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
+    """scikit-learn's pairwise cosine similarity of the rows, imported on first use: importing scikit-learn takes
+    most of a second, which a page's first visit should not wait for."""
+    from sklearn.metrics.pairwise import cosine_similarity as pairwise_cosine
+
+    return pairwise_cosine(vectors)
 
 
 def centered(vectors: np.ndarray) -> np.ndarray:
