@@ -16,7 +16,6 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .state import ExplorerState
 from .style import add_color_bar, readable_figure, token_axis_labels
 from .tab_view import TabView
 
