@@ -95,7 +95,7 @@ def test_a_run_updates_every_view(page_with_checks, tiny_model):
     ARTIFACTS.mkdir(exist_ok=True)
     for tab in FIGURES_BY_TAB:
         show_tab(page, tab, n_tokens)
-        page.screenshot(path=ARTIFACTS / f"page-{tab.split()[0].lower()}.png")
+        page.screenshot(path=ARTIFACTS / f"page-{tab.lower().replace(' ', '-').replace('&', 'and')}.png")
     show_tab(page, "Block diagram")
 
 
