@@ -121,13 +121,3 @@ class PartCard:
                       f"max error {block_identity_error(run, self.layer):.2e}</p>")
         self.live.object = extra
 
-
-def part_card(part_id: str, family: Family, n_layers: int, run: Run | None, sinks: SinkReport | None,
-              on_close: Callable[[str], None]) -> PartCard | None:
-    """The card for one pinned part, filled for ``run`` if given, or None when the id names nothing in this model."""
-    if parse_part_id(part_id, n_layers) is None:
-        return None
-    card = PartCard(part_id, family, n_layers, on_close)
-    if run is not None:
-        card.show(run, sinks)
-    return card

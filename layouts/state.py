@@ -50,7 +50,6 @@ class ExplorerState(param.Parameterized):
     sinks = param.Parameter(default=None, doc="SinkReport of the last run")
     lens = param.Parameter(default=None, doc="LogitLens of the last run")
     lens_tokens = param.Parameter(default=None, doc="the lens's top tokens decoded, [row, seq, k] str")
-    target_id = param.Integer(default=None, allow_None=True)
     pattern = param.Parameter(default=None, doc="attention pattern [heads, query, key] of block ``pattern_layer``")
     pattern_layer = param.Integer(default=None, allow_None=True, doc="the block ``pattern`` belongs to")
     sweep = param.Parameter(default=None, doc="ScalingSweep for the target, or None")

@@ -7,7 +7,7 @@ import panel as pn
 from bokeh.document import Document
 
 from layouts.attention_view import AttentionView
-from layouts.cards import block_identity_error, part_card
+from layouts.cards import PartCard, block_identity_error
 from layouts.diagram_parts import diagram_parts, parse_part_id, part_at
 from layouts.diagram_view import DiagramView
 from layouts.intervention_view import InterventionView
@@ -58,7 +58,8 @@ def test_a_new_run_updates_the_same_figures_in_place(gpt2):
 
 def test_cards_escape_tokens_and_report_the_identity_check(gpt2):
     state = filled_state(gpt2, HTML_PROMPT)
-    card = part_card("block.1", state.family, state.run.n_layers, state.run, state.sinks, on_close=print)
+    card = PartCard("block.1", state.family, state.run.n_layers, on_close=print)
+    card.show(state.run, state.sinks)
     html = "".join(pane.object for pane in card.layout.select(pn.pane.HTML))
     assert "blocks.1.hook_resid_post" in html and "transformer.h.1" in html
     assert "Identity check" in html

@@ -75,7 +75,7 @@ def logit_lens_view(loaded: LoadedModel, run: Run, target: str = DEFAULT_TARGET,
     state = controlled_state(loaded, run, target=target, raw_lens=raw)
     target_id = target_token_id(loaded, target)
     lens = logit_lens(loaded, run, k=LENS_TOP_K, target_id=target_id, raw=raw)
-    state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), target_id=target_id)
+    state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids))
     return LogitLensView(state)
 
 

@@ -217,7 +217,7 @@ class ExplorerSession:
                 return
             parts.append(part)
             lens = joined_lens(parts)
-            state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), target_id=target_id, message="")
+            state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
 
     async def sweep(self) -> None:
         """Scale each block's output by α in turn, one pass per block, publishing each point as it comes; a new
