@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from classroom_sessions import run_classroom, session_plans
 from page_driver import MODEL_SHAPES, save_gpt2_shaped, served, tracebacks_in
+from script_sessions import script_classroom
 
 from viz_app.settings import DEMO_MODEL
 
@@ -58,14 +59,20 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--shortest", type=int, default=32, help="tokens of the shortest prompt, BOS included")
     parser.add_argument("--longest", type=int, default=128, help="tokens of the longest prompt, BOS included")
+    parser.add_argument("--clients", choices=("script", "chromium"), default="script",
+                        help="Bokeh client sessions in threads (the server's load alone), or chromium pages on the "
+                             "same cores (their rendering included)")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         folder = model_folder(arguments.model, Path(scratch))
         plans = session_plans(folder, arguments.sessions, arguments.shortest, arguments.longest)
         print(f"{arguments.model} ({folder}): {arguments.sessions} sessions of {plans[0].n_tokens} to "
-              f"{plans[-1].n_tokens} tokens, one panel serve, one chromium", flush=True)
+              f"{plans[-1].n_tokens} tokens, one panel serve, {arguments.clients} clients", flush=True)
         with served(str(folder), Path(scratch) / "server.log") as app:
-            outcomes = asyncio.run(run_classroom(app.url, plans))
+            if arguments.clients == "script":
+                outcomes = script_classroom(app.url, plans)
+            else:
+                outcomes = asyncio.run(run_classroom(app.url, plans))
         tracebacks = tracebacks_in(app)
     print(f"server log: {tracebacks} tracebacks")
     sys.exit(0 if report(arguments.model, outcomes) and not tracebacks else 1)

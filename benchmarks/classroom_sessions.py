@@ -100,7 +100,7 @@ def prompt_of_length(tokenizer, session: int, n_tokens: int) -> str:
 async def run_classroom(url: str, plans: list[SessionPlan]) -> list[SessionOutcome]:
     """The classroom of ``plans`` on the page at ``url``, in a fresh headless chromium."""
     async with async_playwright() as playwright:
-        browser = await launch_chromium(playwright)
+        browser = await launch_chromium(playwright, niceness=19)
         try:
             return await classroom_in(browser, url, plans)
         finally:
@@ -137,7 +137,7 @@ async def open_session(context: BrowserContext, url: str, plan: SessionPlan, err
     page = await context.new_page()
     page.on("console", lambda message: message.type == "error" and errors.append(f"console: {message.text}"))
     page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
-    await page.goto(f"{url}?{urlencode({'pinned': json.dumps([plan.pinned])})}")
+    await page.goto(f"{url}?{urlencode({'pinned': json.dumps([plan.pinned])})}", timeout=TIMEOUT_MS)
     await expect(page.locator(".status-line")).to_contain_text(" tokens ", timeout=TIMEOUT_MS)
     await wait_until_idle(page)
     await show_tab(page, NORMS_TAB)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +24,8 @@ from conftest import CHROMIUM, CHROMIUM_ARGS, ServedApp, serve_app  # noqa: E402
 from test_page import FIGURES_BY_TAB, FIND_VIEW  # noqa: E402
 from tiny_models import save_tiny_gpt2  # noqa: E402
 
-PROMPT_BOX = "input[placeholder='Type a prompt, press Enter']"
+PROMPT_BOX_PLACEHOLDER = "Type a prompt, press Enter"
+PROMPT_BOX = f"input[placeholder='{PROMPT_BOX_PLACEHOLDER}']"
 NORMS_TAB = "Norms & sinks"
 VIEWPORT = {"width": 1366, "height": 768}
 TIMEOUT_MS = 300_000
@@ -66,9 +68,15 @@ def tracebacks_in(app: ServedApp) -> int:
     return app.log_without_closed_tab_reports().count("Traceback")
 
 
-async def launch_chromium(playwright) -> Browser:
-    """Debian's chromium, headless (``playwright install`` cannot run here)."""
-    return await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+async def launch_chromium(playwright, *, niceness: int = 0) -> Browser:
+    """Debian's chromium, headless (``playwright install`` cannot run here), at the given CPU niceness (19: it
+    renders only in the time every other process leaves)."""
+    if not niceness:
+        return await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    niced = Path(tempfile.mkdtemp()) / "chromium"
+    niced.write_text(f'#!/bin/sh\nexec nice -n {niceness} {CHROMIUM} "$@"\n')
+    niced.chmod(0o755)
+    return await playwright.chromium.launch(executable_path=str(niced), args=CHROMIUM_ARGS)
 
 
 async def wait_until_idle(page: Page) -> None:

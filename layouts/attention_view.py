@@ -12,7 +12,7 @@ from bokeh.palettes import Magma256
 from model_backend.norms import attention_share_received
 from model_backend.run import Run
 
-from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, token_axis_labels
+from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, token_axis_labels
 from .tab_view import TabView
 
 MEAN_OVER_HEADS = "mean over heads"
@@ -96,8 +96,8 @@ class AttentionView(TabView):
         show_matrix(self.share_image, np.nan_to_num(share))
         cells_range(self.share_fig.x_range, run.n_heads)
         cells_range(self.share_fig.y_range, run.n_layers, flipped=True)
-        self.share_fig.xaxis.ticker = list(range(run.n_heads))
-        self.share_fig.yaxis.ticker = list(range(run.n_layers))
+        show_ticks(self.share_fig.xaxis, range(run.n_heads))
+        show_ticks(self.share_fig.yaxis, range(run.n_layers))
         what = f"sink {sink}" if sink_positions else "pos 0 (no sink)"
         self.share_fig.title.text = f"Share on {what} · {run.seq_len} tokens"
 

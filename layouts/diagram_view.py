@@ -44,9 +44,11 @@ class DiagramView(TabView):
             self.drawn_for = drawn_for
             self.cards.clear()
             self.diagram.object = block_diagram(family, run.n_layers, layer, self.state.pinned, self.pin)
+            self.parts = self.diagram.object.select_one({"name": "block_diagram_parts"})
         else:
-            parts = self.diagram.object.select_one({"name": "block_diagram_parts"})
-            parts.data = {**parts.data, "edge": edge_widths(parts.data["part"], self.state.pinned, layer)}
+            edges = edge_widths(self.parts.data["part"], self.state.pinned, layer)
+            if edges != list(self.parts.data["edge"]):
+                self.parts.patch({"edge": [(slice(None), edges)]})
         self.show_cards(run)
         self.hint.object = "" if self.cards else "Click a box in the diagram to pin its card here."
 
@@ -57,7 +59,9 @@ class DiagramView(TabView):
         for card in self.cards.values():
             if not card.shows(run, self.state.sinks):
                 card.show(run, self.state.sinks)
-        self.card_column.objects = [self.cards[p].layout for p in reversed(pinned)]
+        layouts = [self.cards[p].layout for p in reversed(pinned)]
+        if [id(card) for card in self.card_column.objects] != [id(card) for card in layouts]:
+            self.card_column.objects = layouts
 
     def layout(self):
         return pn.Row(self.diagram, pn.Column(self.hint, self.card_column))

@@ -9,7 +9,7 @@ from bokeh.models import ColumnDataSource, Span
 
 from model_backend.tokens import visible_token
 
-from .style import readable_figure
+from .style import readable_figure, show_ticks
 from .tab_view import TabView
 
 
@@ -50,7 +50,7 @@ class InterventionView(TabView):
         done = len(sweep.scaled_logprobs)
         self.points.data = {"x": np.arange(done), "y": sweep.scaled_logprobs}
         self.clean.update(location=sweep.clean_logprob, visible=True)
-        self.fig.xaxis.ticker = list(range(run.n_layers))
+        show_ticks(self.fig.xaxis, range(run.n_layers))
         self.fig.x_range.update(start=-0.5, end=run.n_layers - 0.5)
         progress = "" if done == run.n_layers else f" · {done} of {run.n_layers} blocks so far"
         self.fig.title.text = (f"log p({visible_token(self.state.target)}) at the last position, each block's "

@@ -16,7 +16,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .style import add_color_bar, readable_figure, token_axis_labels
+from .style import add_color_bar, readable_figure, show_ticks, token_axis_labels
 from .tab_view import TabView
 
 if TYPE_CHECKING:  # the lens module imports torch; the view only reads its arrays
@@ -143,7 +143,7 @@ class LogitLensView(TabView):
             self.windowed_run = run
             self.grid.x_range.update(start=max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, end=run.seq_len - 0.5)
             self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens)
-            self.grid.xaxis.ticker = list(range(run.seq_len))
+            show_ticks(self.grid.xaxis, range(run.seq_len))
         read = len(lens.positions)
         progress = "" if read == run.seq_len else f" · read {read} of {run.seq_len} positions so far"
         self.grid.title.text = (f"Logit lens{' (raw: no final norm)' if lens.raw else ''}: top token per boundary "

@@ -17,7 +17,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, token_axis_labels
+from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, token_axis_labels
 from .tab_view import TabView
 
 
@@ -120,7 +120,7 @@ class NormsView(TabView):
         show_matrix(self.heatmap_image, norms)
         cells_range(self.heatmap.x_range, n)
         cells_range(self.heatmap.y_range, len(labels))
-        self.heatmap.yaxis.ticker = list(range(len(labels)))
+        show_ticks(self.heatmap.yaxis, range(len(labels)))
         self.heatmap.yaxis.major_label_overrides = dict(enumerate(labels))
         self.heatmap.xaxis.major_label_overrides = token_axis_labels(run.tokens)
         self.heatmap.title.text = (f"Residual norm per boundary and position · {n} tokens"

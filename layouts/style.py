@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from bokeh.models import ColorBar, ColumnDataSource
+from bokeh.models import ColorBar, ColumnDataSource, FixedTicker
 from bokeh.plotting import figure
 
 from model_backend.tokens import visible_token
@@ -38,6 +38,16 @@ def add_color_bar(fig: figure, mapper, title: str) -> None:
 def token_axis_labels(tokens: list[str]) -> dict[int, str]:
     """Tick labels ``position: token`` for a positions axis (canvas text, so no HTML escaping is involved)."""
     return {position: f"{position}:{visible_token(token)}" for position, token in enumerate(tokens)}
+
+
+def show_ticks(axes, ticks) -> None:
+    """Ticks at exactly ``ticks`` on each of ``axes``, changing the list of the axis's one ticker in place: a new
+    ticker model per run makes Bokeh walk the session's whole document again, most of a refresh's time."""
+    for axis in axes:
+        if isinstance(axis.ticker, FixedTicker):
+            axis.ticker.ticks = list(ticks)
+        else:
+            axis.ticker = FixedTicker(ticks=list(ticks))
 
 
 def image_source(fig: figure, mapper, *, x: float = -0.5, y: float = -0.5, name: str | None = None) -> ColumnDataSource:

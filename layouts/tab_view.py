@@ -58,9 +58,17 @@ class TabView(pn.viewable.Viewer):
             self._refresh_now()
 
     def _refresh_now(self) -> None:
+        """Build if needed and refresh, sending every change through Panel's ordered write queue (``unlocked``).
+
+        Panel queues its own changes (the message that first brings a tab's figures) while the browser's socket is
+        busy; a raw Bokeh change sent by Bokeh's own path could overtake that queue, and the browser would fail
+        with "reference isn't known" on a figure it has not received yet.
+        """
         self._refresh_scheduled = False
-        if self._stale and self.is_shown:
-            self._stale = False
+        if not (self._stale and self.is_shown):
+            return
+        self._stale = False
+        with pn.io.unlocked():
             if self._built:
                 self.refresh()
                 return

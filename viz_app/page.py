@@ -38,9 +38,15 @@ def explorer_tabs(state: ExplorerState) -> pn.Tabs:
 
 
 def explorer_page(state: ExplorerState, npz_file: Callable) -> pn.template.BootstrapTemplate:
-    """The served page: the sidebar's controls and the tabs in Bootstrap's page layout."""
+    """The served page: the sidebar's controls and the tabs in Bootstrap's page layout.
+
+    Without the template's busy spinner: Panel keeps every session's spinner in one process-wide list and sets all
+    of them whenever any session's callback starts or ends, so 30 students cost 30 updates per click each. The
+    sidebar's progress bar and status line say what this session is doing.
+    """
     return pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state, npz_file),
-                                         sidebar_width=SIDEBAR_WIDTH, main=[explorer_tabs(state)])
+                                         sidebar_width=SIDEBAR_WIDTH, main=[explorer_tabs(state)],
+                                         busy_indicator=None)
 
 
 def explorer_inline(state: ExplorerState, npz_file: Callable) -> pn.Row:

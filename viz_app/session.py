@@ -31,6 +31,7 @@ from model_backend import (
 from model_backend.tokens import target_token_id, token_strings
 
 from .background import BackgroundTasks
+from .model_work import in_model_thread
 from .models import ModelOutcome, shared_model
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ class ExplorerSession:
             run, layer = self.state.run, self.state.layer
             if run is None or layer >= run.n_layers:
                 return
-            pattern = await asyncio.to_thread(run.attention_probabilities, layer)
+            pattern = await in_model_thread(run.attention_probabilities, layer)
             if self.state.run is run:
                 self.state.param.update(pattern=pattern, pattern_layer=layer)
 
@@ -264,10 +265,11 @@ class ExplorerSession:
                 state.attribution = attribution
 
     async def in_worker(self, doing: str, function, *args, **kwargs):
-        """Run backend work in a thread while the page says what it is doing; on failure report it, return None."""
+        """Run backend work on the shared model thread while the page says what it is doing; on failure report it
+        and return None."""
         self.state.busy = doing
         try:
-            return await asyncio.to_thread(function, *args, **kwargs)
+            return await in_model_thread(function, *args, **kwargs)
         except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
             self.report(error)
             return None
