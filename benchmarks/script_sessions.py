@@ -20,7 +20,7 @@ from bokeh.client import ClientSession, pull_session
 from bokeh.document import Document
 from bokeh.document.events import MessageSentEvent
 from bokeh.events import ButtonClick, DocumentReady, Event
-from bokeh.models import Button, Tabs, TextInput
+from bokeh.models import Button, ImportedStyleSheet, Tabs, TextInput
 from panel.models.location import Location
 from panel.models.markup import HTML
 from classroom_sessions import SessionOutcome, SessionPlan
@@ -119,6 +119,9 @@ class ScriptSession:
     def isolation_problems(self) -> list[str]:
         """What the session's document holds that is not its own: prompt, status, norms tokens, pinned card."""
         plan, problems = self.plan, list(self.errors)
+        if remote := sorted({sheet.url for sheet in self.doc.models if isinstance(sheet, ImportedStyleSheet)
+                             and not sheet.url.startswith(("static/", "./", "/"))}):
+            problems.append(f"stylesheets from outside the server (no network in a classroom): {remote[:3]}")
         if (prompt := self.prompt_box.value) != plan.prompt:
             problems.append(f"prompt box holds {prompt!r}")
         if f" {plan.n_tokens} tokens " not in self.status():

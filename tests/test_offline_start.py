@@ -36,3 +36,19 @@ def test_offline_page_opens_on_the_demo_model(page: Page, default_app):
     expect(page.locator(".sink-summary")).to_be_visible(timeout=RUN_SECONDS)
     page.screenshot(path="test-artifacts/offline-demo-norms.png")
     assert not errors, errors
+
+
+def test_a_session_made_at_websocket_connect_links_no_stylesheet_from_the_internet(default_app):
+    """A browser whose page session expired before its websocket opened gets a session made at connect time; its
+    stylesheets must still come from this server (a classroom may have no internet)."""
+    import panel.models  # noqa: F401 - registers Panel's Bokeh models, which the pulled document holds
+    from bokeh.client import pull_session
+    from bokeh.models import ImportedStyleSheet
+
+    session = pull_session(url=default_app.url)
+    try:
+        urls = {model.url for model in session.document.models if isinstance(model, ImportedStyleSheet)}
+    finally:
+        session.close()
+    assert urls, "the page links Panel's stylesheets"
+    assert not [url for url in urls if "://" in url], sorted(urls)
