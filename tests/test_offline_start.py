@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -45,10 +46,14 @@ def test_a_session_made_at_websocket_connect_links_no_stylesheet_from_the_intern
     from bokeh.client import pull_session
     from bokeh.models import ImportedStyleSheet
 
-    session = pull_session(url=default_app.url)
-    try:
-        urls = {model.url for model in session.document.models if isinstance(model, ImportedStyleSheet)}
-    finally:
-        session.close()
+    def stylesheet_urls() -> set[str]:
+        session = pull_session(url=default_app.url)
+        try:
+            return {model.url for model in session.document.models if isinstance(model, ImportedStyleSheet)}
+        finally:
+            session.close()
+
+    with ThreadPoolExecutor(1) as thread:  # the client runs its own event loop; the browser tests' loop is running
+        urls = thread.submit(stylesheet_urls).result()
     assert urls, "the page links Panel's stylesheets"
     assert not [url for url in urls if "://" in url], sorted(urls)

@@ -195,7 +195,8 @@ class ExplorerSession:
             run, layer = self.state.run, self.state.layer
             if run is None or layer >= run.n_layers:
                 return
-            pattern = await in_model_thread(run.attention_probabilities, layer)
+            width = run.shape_of("final_norm_output")[-1]
+            pattern = await in_model_thread(run.attention_probabilities, layer, width=width)
             if self.state.run is run:
                 self.state.param.update(pattern=pattern, pattern_layer=layer)
 
@@ -269,7 +270,7 @@ class ExplorerSession:
         and return None."""
         self.state.busy = doing
         try:
-            return await in_model_thread(function, *args, **kwargs)
+            return await in_model_thread(function, *args, width=self.loaded.config.hidden_size, **kwargs)
         except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
             self.report(error)
             return None
