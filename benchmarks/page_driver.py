@@ -73,10 +73,11 @@ async def launch_chromium(playwright, *, niceness: int = 0) -> Browser:
     renders only in the time every other process leaves)."""
     if not niceness:
         return await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    niced = Path(tempfile.mkdtemp()) / "chromium"
-    niced.write_text(f'#!/bin/sh\nexec nice -n {niceness} {CHROMIUM} "$@"\n')
-    niced.chmod(0o755)
-    return await playwright.chromium.launch(executable_path=str(niced), args=CHROMIUM_ARGS)
+    with tempfile.TemporaryDirectory() as folder:  # the script execs chromium, so it is needed only to launch
+        niced = Path(folder) / "chromium"
+        niced.write_text(f'#!/bin/sh\nexec nice -n {niceness} {CHROMIUM} "$@"\n')
+        niced.chmod(0o755)
+        return await playwright.chromium.launch(executable_path=str(niced), args=CHROMIUM_ARGS)
 
 
 async def wait_until_idle(page: Page) -> None:
