@@ -12,12 +12,12 @@ and the projection's bias ``layers.{i}.attention_output.bias``; the final norm's
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .hooks import hook_input
 from .loading import LoadedModel
 from .names import FINAL_NORM_BIAS
 from .run import Run
@@ -92,19 +92,16 @@ def head_writes(loaded: LoadedModel, run: Run, layer: int, position: int) -> tup
     """Each head's write into the stream at ``position`` [head, hidden] and the output projection's bias [hidden],
     from the projection's input read while the block's attention is recomputed."""
     projection = loaded.module("attention_out", layer)
-    caller = threading.get_ident()
     read = {}
 
     def read_heads(_module, args):
-        if threading.get_ident() == caller:  # another session may recompute a pattern on the shared model meanwhile
-            read["heads"] = args[0][0, position]  # [heads * head_dim]
+        read["heads"] = args[0][0, position]  # [heads * head_dim]
 
-    with loaded.hook_lock:
-        handle = projection.register_forward_pre_hook(read_heads)
-        try:
-            run.attention_probabilities(layer)
-        finally:
-            handle.remove()
+    handle = hook_input(projection, read_heads)
+    try:
+        run.attention_probabilities(layer)
+    finally:
+        handle.remove()
     with torch.inference_mode():
         heads = read["heads"]
         alone = torch.block_diag(*heads.unflatten(0, (run.n_heads, -1)))  # [head, heads * head_dim]: one head each

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from .hooks import hook_input, hook_output
 from .loading import LoadedModel
 from .names import LAYER_VALUES, MODEL_VALUES, ValueName
 from .run import Run
@@ -34,7 +35,7 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
     check_fits(loaded, len(token_ids))
     recorder = _Recorder(loaded, len(token_ids))
     started = time.perf_counter()
-    with loaded.hook_lock, torch.inference_mode(), recorder.hooked():
+    with torch.inference_mode(), recorder.hooked():
         # lm_head runs for the last position only: the full [seq, vocab] logits cost a fifth of a GPT-2 pass, and
         # ``Run.logits`` computes them from final_norm_output with the same module when first read.
         loaded.model(input_ids=torch.tensor([token_ids]), use_cache=False, logits_to_keep=1)
@@ -100,10 +101,10 @@ class _Recorder:
             for layer in range(self.loaded.n_layers):
                 for value in CAPTURED_LAYER_VALUES:
                     handles += self._hook_value(value, layer)
-                handles.append(self.loaded.module("attention", layer).register_forward_hook(
-                    self._attention_reader(layer), with_kwargs=True))
+                handles.append(hook_output(self.loaded.module("attention", layer), self._attention_reader(layer),
+                                           with_kwargs=True))
                 value_projection = self.loaded.model.get_submodule(self.loaded.family.value_projection.format(i=layer))
-                handles.append(value_projection.register_forward_hook(self._value_norm_reader(layer)))
+                handles.append(hook_output(value_projection, self._value_norm_reader(layer)))
             yield self
         finally:
             for handle in handles:
@@ -119,11 +120,11 @@ class _Recorder:
         if value.side == "input":
             def read_input(_module, args, kwargs):
                 self.values[key] = self.keep(args[0] if args else kwargs["hidden_states"])
-            return [module.register_forward_pre_hook(read_input, with_kwargs=True)]
+            return [hook_input(module, read_input, with_kwargs=True)]
 
         def read_output(_module, _args, output):
             self.values[key] = self.keep(first_tensor(output))
-        return [module.register_forward_hook(read_output)]
+        return [hook_output(module, read_output)]
 
     def keep(self, tensor: torch.Tensor) -> np.ndarray:
         """Copy a [1, seq, hidden] value into the next free slot and return it as numpy.

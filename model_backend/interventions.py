@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from .capture import first_tensor
+from .hooks import hook_output
 from .loading import LoadedModel
 from .run import Run
 
@@ -53,8 +54,8 @@ def scaled_logprob(loaded: LoadedModel, run: Run, target_id: int, layer: int, *,
     """The target's log-probability after the prompt with block ``layer``'s ``site`` scaled by ``alpha``."""
     if site not in SCALABLE_SITES:
         raise ValueError(f"site must be one of {', '.join(SCALABLE_SITES)}, not {site!r}")
-    with loaded.hook_lock, torch.inference_mode():
-        handle = loaded.module(SCALABLE_SITES[site], layer).register_forward_hook(scaled_output_hook(alpha))
+    with torch.inference_mode():
+        handle = hook_output(loaded.module(SCALABLE_SITES[site], layer), scaled_output_hook(alpha))
         try:
             return last_position_logprob(loaded, torch.from_numpy(run.token_ids)[None], target_id)
         finally:

@@ -7,8 +7,7 @@ never with ``trust_remote_code``. The architecture is checked from the config be
 from __future__ import annotations
 
 import socket
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -32,8 +31,6 @@ class LoadedModel:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     family: Family
-    # Hooks are registered on the shared modules, so passes that hook the model must not overlap.
-    hook_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def config(self):

@@ -1,13 +1,14 @@
-"""One thread for the model work of every session in this server process; a small model's work runs on one core
-while other sessions' work waits.
+"""Two threads for the model work of every session in this server process: a job alone runs on every core, and
+when others wait, two jobs run side by side on one core each.
 
 Torch spreads each operation over OpenMP threads that meet at a barrier after every operation. When more threads
-want the cores than there are cores (six default worker threads of two OpenMP threads each, plus the event loop
-serializing figures), a descheduled thread holds every barrier: the demo model's 25 ms pass took 0.3 to 7 s under
-ten students. Queued on one thread, passes no longer fight each other. A model whose operations take microseconds
-(the demo model) still loses most of its time at the barriers while the event loop is busy, so it runs on one core
-while others wait (30 students: p95 1.9 s against 3.5 s on every core); a GPT-2-small-sized model's operations
-are long enough that every core pays (30 students: p95 9.7 s against 11.2 s on one core).
+want the cores than there are cores (the event loop serializing other students' pages, a second pass), the
+descheduled thread holds up every barrier: under ten students the demo model's 25 ms pass took 0.3 to 7 s on six
+default worker threads. Two single-core passes side by side never wait for each other, and the event loop then
+slows one of them a little instead of stalling both cores' barriers. 30 students on the GPT-2-small shape, p95
+of two runs each: 5.5-5.7 s, against 6.3-7.3 s with one thread running every pass on both cores (4.0-4.1 s with
+the server's shorter interpreter switch, ``viz_app/main.py``). The hooks of concurrent passes on one model stay
+apart: each acts only in the thread that registered it (``model_backend/hooks.py``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 ALL_CORES = torch.get_num_threads()
-SMALL_MODEL_WIDTH = 512  # residual width below which a crowd's passes run on one core each
-MODEL_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-work")
+MODEL_THREADS = ThreadPoolExecutor(max_workers=min(2, ALL_CORES), thread_name_prefix="model-work")
 _pending = 0
 _counting = threading.Lock()
 
@@ -33,19 +33,17 @@ def _count_pending(change: int) -> int:
         return _pending
 
 
-def _run_with_fitting_threads(function, args, kwargs, width: int):
-    """Run one job on one core when it is a small model's and others are waiting behind it, else on every core."""
-    crowded = _count_pending(0) > 1
-    torch.set_num_threads(1 if crowded and width < SMALL_MODEL_WIDTH else ALL_CORES)
+def _run_with_fitting_threads(function, args, kwargs):
+    """Run one job on every core when it is alone, else on one core (another job runs beside it)."""
+    torch.set_num_threads(1 if _count_pending(0) > 1 else ALL_CORES)
     try:
         return function(*args, **kwargs)
     finally:
         _count_pending(-1)
 
 
-async def in_model_thread(function, *args, width: int, **kwargs):
-    """``function(*args, **kwargs)`` run on the shared model thread, for a model of residual ``width``, awaited
-    without holding the event loop."""
+async def in_model_thread(function, *args, **kwargs):
+    """``function(*args, **kwargs)`` run on a shared model thread, awaited without holding the event loop."""
     _count_pending(+1)
-    return await asyncio.get_running_loop().run_in_executor(MODEL_THREAD, _run_with_fitting_threads, function,
-                                                            args, kwargs, width)
+    return await asyncio.get_running_loop().run_in_executor(MODEL_THREADS, _run_with_fitting_threads, function,
+                                                            args, kwargs)

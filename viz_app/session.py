@@ -195,8 +195,7 @@ class ExplorerSession:
             run, layer = self.state.run, self.state.layer
             if run is None or layer >= run.n_layers:
                 return
-            width = run.shape_of("final_norm_output")[-1]
-            pattern = await in_model_thread(run.attention_probabilities, layer, width=width)
+            pattern = await in_model_thread(run.attention_probabilities, layer)
             if self.state.run is run:
                 self.state.param.update(pattern=pattern, pattern_layer=layer)
 
@@ -266,11 +265,11 @@ class ExplorerSession:
                 state.attribution = attribution
 
     async def in_worker(self, doing: str, function, *args, **kwargs):
-        """Run backend work on the shared model thread while the page says what it is doing; on failure report it
+        """Run backend work on a shared model thread while the page says what it is doing; on failure report it
         and return None."""
         self.state.busy = doing
         try:
-            return await in_model_thread(function, *args, width=self.loaded.config.hidden_size, **kwargs)
+            return await in_model_thread(function, *args, **kwargs)
         except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
             self.report(error)
             return None
