@@ -28,8 +28,10 @@ from pathlib import Path
 import torch
 from page_driver import (
     FIGURES_BY_TAB,
+    FIND_VIEW,
     MODEL_SHAPES,
     NORMS_TAB,
+    POLL_MS,
     TIMEOUT_MS,
     VIEWPORT,
     launch_chromium,
@@ -43,11 +45,24 @@ from page_driver import (
     wait_drawn,
     wait_until_idle,
 )
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, Page, async_playwright, expect
 
+from layouts.logit_lens_view import VISIBLE_POSITIONS as LENS_VISIBLE_POSITIONS
 from layouts.state import DEFAULT_PROMPT
 from model_backend import load_model
 from model_backend.tokens import encode_prompt
+
+LENS_TAB = "Logit lens"
+SHOW_FIRST_LENS_POSITIONS = f"""n => {{
+    const view = ({FIND_VIEW})("logit_lens");
+    view.model.x_range.setv({{start: -0.5, end: n - 0.5}});
+    view.trigger_ranges_update_event();
+}}"""
+FIRST_LENS_CELLS_DRAWN = f"""() => {{
+    const view = ({FIND_VIEW})("logit_lens");
+    const cells = view.model.renderers.map(r => r.data_source).find(s => s.name === "logit_lens_cells").data;
+    return cells.position.includes(0) && view.has_finished();
+}}"""
 
 
 def plain_forward_seconds(folder: Path, prompts: list[str], repeats: int) -> dict[str, tuple[int, float]]:
@@ -133,10 +148,22 @@ async def runs_and_tabs(browser: Browser, url: str, lengths: list[int], repeats:
         for tab in FIGURES_BY_TAB:
             if tab != NORMS_TAB:
                 times[(f"click -> {tab} drawn", max(lengths))].append(await show_tab(page, tab, n_tokens))
-                await wait_until_idle(page)
+            if tab == LENS_TAB:
+                times[("drag the lens to the first tokens -> drawn", max(lengths))].append(
+                    await drag_lens_to_start(page))
+            await wait_until_idle(page)
         await show_tab(page, NORMS_TAB, n_tokens)
     await context.close()
     return times
+
+
+async def drag_lens_to_start(page: Page) -> float:
+    """Seconds from showing the lens grid's first positions (as a drag ends: the range moved, then the event a
+    pan tool sends) until their cells are drawn; the grid opens on the last positions."""
+    started = time.perf_counter()
+    await page.evaluate(SHOW_FIRST_LENS_POSITIONS, LENS_VISIBLE_POSITIONS)
+    await page.wait_for_function(FIRST_LENS_CELLS_DRAWN, timeout=TIMEOUT_MS, polling=POLL_MS)
+    return time.perf_counter() - started
 
 
 def print_table(times: dict[tuple, list[float]], forward: dict[int, float]) -> None:

@@ -4,11 +4,13 @@ its probability, with the top-k on hover or click, a target token's probability 
 from __future__ import annotations
 
 import html
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import panel as pn
+from bokeh.events import RangesUpdate
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LinearColorMapper, TapTool
 from bokeh.palettes import Blues256
 
@@ -43,6 +45,11 @@ def lens_cells(lens: LogitLens, lens_tokens: np.ndarray) -> dict:
                  for tokens, cell_probs in zip(visible, probs)],
         "text_color": np.where(probs[:, 0] > 0.55, "white", "black"),
     }
+
+
+def shown_positions(start: float, end: float, seq_len: int) -> tuple[int, int]:
+    """The first and last position whose cell (one unit wide, centred on the position) is in view."""
+    return max(math.ceil(start - 0.5), 0), min(math.floor(end + 0.5), seq_len - 1)
 
 
 def lens_grid() -> tuple:
@@ -108,6 +115,7 @@ class LogitLensView(TabView):
     def build(self) -> None:
         self.grid, self.cells = lens_grid()
         self.cells.selected.on_change("indices", lambda _attr, _old, new: self.show_selected(new))
+        self.grid.on_event(RangesUpdate, self.ask_for_shown_positions)
         self.probability, self.probabilities, self.rank, self.ranks = target_plots()
         self.check = pn.pane.HTML("Run a prompt to read the logit lens.")
         self.selected = pn.pane.HTML("<p>Hover or click a cell to see its top-k.</p>", name="lens_selected")
@@ -122,6 +130,12 @@ class LogitLensView(TabView):
             data, i = self.cells.data, indices[0]
             self.selected.object = (f"<p class='lens-selected'><b>{html.escape(data['row'][i])}, position "
                                     f"{data['position'][i]}</b>: {html.escape(data['topk'][i])}</p>")
+
+    def ask_for_shown_positions(self, event: RangesUpdate) -> None:
+        """After a drag or zoom, tell the state which positions the grid shows: they are read next."""
+        run = self.state.run
+        if run is not None and event.x0 is not None and event.x1 is not None:
+            self.state.lens_window = shown_positions(event.x0, event.x1, run.seq_len)
 
     def refresh(self) -> None:
         run, lens, lens_tokens = self.state.run, self.state.lens, self.state.lens_tokens
@@ -145,7 +159,7 @@ class LogitLensView(TabView):
             self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens)
             show_ticks(self.grid.xaxis, range(run.seq_len))
         read = len(lens.positions)
-        progress = "" if read == run.seq_len else f" · read {read} of {run.seq_len} positions so far"
+        progress = "" if read == run.seq_len else f" · {read} of {run.seq_len} positions read, the shown ones first"
         self.grid.title.text = (f"Logit lens{' (raw: no final norm)' if lens.raw else ''}: top token per boundary "
                                 f"and position · {run.seq_len} tokens{progress} · drag sideways for more")
 

@@ -32,6 +32,7 @@ class ExplorerState(param.Parameterized):
     target = param.String(default=" Berlin", doc="the token the logit lens and the intervention follow")
     alpha = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="scale applied to one block's output")
     raw_lens = param.Boolean(default=False, doc="read blocks through lm_head without the final norm")
+    lens_window = param.Range(default=None, doc="first and last position the lens grid shows; None: the last ones")
     attribution_position = param.Integer(default=-1, bounds=(-1, None), doc="the position attributed; -1: the last")
     attribution_target = param.String(default="", label="target token",
                                       doc="the token whose logit is attributed; empty: the model's top prediction")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 from bokeh.document import Document
+from bokeh.events import RangesUpdate
 
 from layouts.attention_view import AttentionView
 from layouts.cards import PartCard, block_identity_error
@@ -54,6 +55,15 @@ def test_a_new_run_updates_the_same_figures_in_place(gpt2):
     assert norms.heatmap_image.data["image"][0].shape == (state.run.n_layers + 1, shorter.run.seq_len)
     assert len(lens.cells.data["top"]) == shorter.lens.n_rows * shorter.run.seq_len
     assert f"· {shorter.run.seq_len} tokens" in lens.grid.title.text
+
+
+def test_dragging_the_lens_grid_tells_the_state_which_positions_it_shows(gpt2):
+    state = filled_state(gpt2, HTML_PROMPT)
+    lens = LogitLensView(state)
+    lens.grid._trigger_event(RangesUpdate(lens.grid, x0=2.7, x1=9.2, y0=0, y1=1))
+    assert state.lens_window == (3, 9)
+    lens.grid._trigger_event(RangesUpdate(lens.grid, x0=-4.5, x1=400.0, y0=0, y1=1))
+    assert state.lens_window == (0, state.run.seq_len - 1)
 
 
 def test_cards_escape_tokens_and_report_the_identity_check(gpt2):

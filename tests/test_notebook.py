@@ -12,6 +12,7 @@ import panel as pn
 import pytest
 from bokeh.document import Document
 from bokeh.models import Plot, SaveTool
+from conftest import run_coroutine
 from nbclient import NotebookClient
 
 from layouts.diagram_parts import diagram_parts
@@ -127,7 +128,7 @@ def test_a_view_asks_its_controller_for_what_it_was_not_given(gpt2):
         assert attention.state.pattern_layer == run.n_layers - 1
         assert lens.state.lens.target_id == gpt2.tokenizer.encode(" Rome")[0]
 
-    asyncio.run(change_block_and_target())
+    run_coroutine(change_block_and_target())
 
 
 def test_the_inline_page_runs_the_prompt_then_answers_run(gpt2):
@@ -140,4 +141,4 @@ def test_the_inline_page_runs_the_prompt_then_answers_run(gpt2):
         run_button.param.trigger("value")
         await until_status_says(page, f" {capture_run(gpt2, 'One two three', bos=True).seq_len} tokens ")
 
-    asyncio.run(run_twice())
+    run_coroutine(run_twice())

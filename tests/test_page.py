@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import numpy as np
-from conftest import RUN_SECONDS
+from conftest import RUN_SECONDS, wait_until_idle
 from playwright.sync_api import Page, expect
 
 from model_backend import capture_run
@@ -148,6 +149,37 @@ def test_last_lens_row_is_the_model_argmax(page_with_checks, tiny_model):
     expected = [visible_token(tiny_model.tokenizer.decode([int(i)])) for i in np.argmax(run.logits, axis=-1)]
     assert page.evaluate(LAST_LENS_ROW) == expected
     expect(page.locator(".lens-check")).to_contain_text("the last row is the model's logits")
+
+
+LENS_GRID = f"""() => {{
+    const view = ({FIND_VIEW})("logit_lens");
+    const box = view.el.getBoundingClientRect();
+    const cells = view.model.renderers.map(r => r.data_source).find(s => s.name === "logit_lens_cells").data;
+    return {{x: box.x + box.width / 2, y: box.y + box.height / 2, start: view.model.x_range.start,
+             end: view.model.x_range.end, positions: [...new Set(cells.position)]}};
+}}"""
+
+
+def test_dragging_the_lens_grid_shows_earlier_positions_read(page_with_checks, tiny_model):
+    page = page_with_checks
+    prompt = " ".join(["word"] * 40)
+    n_tokens = n_tokens_of(tiny_model, prompt)
+    run_prompt(page, prompt, n_tokens)
+    show_tab(page, "Logit lens", n_tokens)
+    grid = page.evaluate(LENS_GRID)
+    assert grid["end"] == n_tokens - 0.5
+    page.mouse.move(grid["x"], grid["y"])
+    page.mouse.down()
+    page.mouse.move(grid["x"] + 400, grid["y"], steps=10)
+    page.mouse.up()
+    page.mouse.move(0, 0)  # no tooltip over the screenshot
+    wait_until_idle(page)
+    dragged = page.evaluate(LENS_GRID)
+    assert dragged["start"] < grid["start"] - 3
+    shown = range(max(math.ceil(dragged["start"]), 0), math.floor(dragged["end"]) + 1)
+    assert set(shown) <= set(dragged["positions"])
+    page.wait_for_function(f"() => ({LENS_GRID})().positions.length === {n_tokens}", timeout=RUN_SECONDS)
+    page.screenshot(path=ARTIFACTS / "page-lens-dragged.png")
 
 
 def test_html_in_the_prompt_stays_text(page_with_checks, tiny_model):

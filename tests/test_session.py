@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 from conftest import run_coroutine
-
 from viz_app import session as session_module
-from viz_app.session import ExplorerSession, lens_chunks
+import numpy as np
+
+from viz_app.session import LENS_MARGIN_POSITIONS, ExplorerSession, last_unread, unread_on_screen
 
 LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens, two lens chunks
 
@@ -24,19 +25,70 @@ def controller(tiny_gpt2_dir):
     return controller
 
 
-def test_lens_chunks_read_the_last_positions_first_and_every_position_once():
-    for seq_len in (1, 16, 17, 40, 512):
-        chunks = lens_chunks(seq_len)
-        assert chunks[0][-1] == seq_len - 1
-        assert sorted(p for chunk in chunks for p in chunk) == list(range(seq_len))
+def test_the_lens_reads_the_positions_on_screen_then_the_last_unread_ones():
+    unread = np.ones(40, dtype=bool)
+    assert unread_on_screen(unread, None).tolist() == list(range(24, 40))
+    assert unread_on_screen(unread, (10, 18)).tolist() == list(range(10 - LENS_MARGIN_POSITIONS,
+                                                                    18 + LENS_MARGIN_POSITIONS + 1))
+    assert unread_on_screen(unread, (0, 3)).tolist() == list(range(0, 3 + LENS_MARGIN_POSITIONS + 1))
+    unread[24:] = False
+    assert unread_on_screen(unread, None).size == 0
+    assert unread_on_screen(unread, (50, 60)).size == 0  # dragged past the last token
+    assert last_unread(unread).tolist() == list(range(24))
+    assert last_unread(np.ones(512, dtype=bool)).tolist() == list(range(448, 512))
+
+
+def published_lenses(controller) -> list[list[int]]:
+    """The positions of every lens the controller publishes from now on, in order."""
+    published = []
+    controller.state.param.watch(lambda event: event.new is not None and published.append(
+        event.new.positions.tolist()), "lens")
+    return published
 
 
 def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(controller):
-    published = []
-    controller.state.param.watch(lambda event: published.append(event.new), "lens")
+    published = published_lenses(controller)
     run_coroutine(controller.read_lens())
-    assert [len(lens.positions) for lens in published] == [16, 40]
-    assert published[-1].positions.tolist() == list(range(40))
+    assert [len(positions) for positions in published] == [16, 40]
+    assert published[-1] == list(range(40))
+
+
+def test_the_lens_reads_where_the_grid_was_dragged_first(controller):
+    published = published_lenses(controller)
+    controller.state.lens_window = (0, 4)
+    run_coroutine(controller.read_lens())
+    assert published[0] == list(range(0, 4 + LENS_MARGIN_POSITIONS + 1))
+    assert published[-1] == list(range(40))
+
+
+def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_at_once(controller, monkeypatch):
+    """Another session's work keeps the model threads busy: the lens reads what the grid shows, and waits with
+    the rest; a drag is read at once; the rest follows once the threads are idle."""
+    published = published_lenses(controller)
+    idle = False
+    monkeypatch.setattr(session_module, "models_idle", lambda: idle)
+
+    async def busy_models_then_a_drag_then_idle():
+        nonlocal idle
+        lens = asyncio.create_task(controller.read_lens())
+        while not published:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)
+        waited = list(published)
+        controller.state.lens_window = (0, 2)
+        while len(published) < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)
+        dragged = list(published)
+        idle = True
+        await lens
+        return waited, dragged
+
+    waited, dragged = run_coroutine(busy_models_then_a_drag_then_idle())
+    assert waited == [list(range(24, 40))]
+    assert dragged[1] == list(range(0, 2 + LENS_MARGIN_POSITIONS + 1)) + list(range(24, 40))
+    assert len(dragged) == 2
+    assert published[-1] == list(range(40))
 
 
 def test_a_new_run_stops_the_sweep_and_the_lens_of_the_last(controller, monkeypatch):

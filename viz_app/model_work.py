@@ -15,35 +15,39 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
 ALL_CORES = torch.get_num_threads()
 MODEL_THREADS = ThreadPoolExecutor(max_workers=min(2, ALL_CORES), thread_name_prefix="model-work")
-_pending = 0
+_unfinished: set[Future] = set()
 _counting = threading.Lock()
 
 
-def _count_pending(change: int) -> int:
-    """Add ``change`` to the number of submitted jobs not yet finished, and return the new number."""
-    global _pending
+def _forget(job: Future) -> None:
+    """Drop a job that ended, failed or was cancelled before it started from the unfinished ones."""
     with _counting:
-        _pending += change
-        return _pending
+        _unfinished.discard(job)
 
 
 def _run_with_fitting_threads(function, args, kwargs):
     """Run one job on every core when it is alone, else on one core (another job runs beside it)."""
-    torch.set_num_threads(1 if _count_pending(0) > 1 else ALL_CORES)
-    try:
-        return function(*args, **kwargs)
-    finally:
-        _count_pending(-1)
+    with _counting:  # waits until the submitter has counted this job
+        crowded = len(_unfinished) > 1
+    torch.set_num_threads(1 if crowded else ALL_CORES)
+    return function(*args, **kwargs)
+
+
+def models_idle() -> bool:
+    """Whether no model job is running or waiting: the moment for work nobody waits for yet."""
+    return not _unfinished
 
 
 async def in_model_thread(function, *args, **kwargs):
     """``function(*args, **kwargs)`` run on a shared model thread, awaited without holding the event loop."""
-    _count_pending(+1)
-    return await asyncio.get_running_loop().run_in_executor(MODEL_THREADS, _run_with_fitting_threads, function,
-                                                            args, kwargs)
+    with _counting:
+        job = MODEL_THREADS.submit(_run_with_fitting_threads, function, args, kwargs)
+        _unfinished.add(job)
+    job.add_done_callback(_forget)
+    return await asyncio.wrap_future(job)

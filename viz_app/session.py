@@ -31,13 +31,15 @@ from model_backend import (
 from model_backend.tokens import target_token_id, token_strings
 
 from .background import BackgroundTasks
-from .model_work import in_model_thread
+from .model_work import in_model_thread, models_idle
 from .models import ModelOutcome, shared_model
 
 log = logging.getLogger(__name__)
 LENS_TOP_K = 5
 LENS_FIRST_POSITIONS = 16
+LENS_MARGIN_POSITIONS = 4
 LENS_CHUNK_POSITIONS = 64
+LENS_IDLE_POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,20 @@ class Analysis:
     sinks: object
 
 
-def lens_chunks(seq_len: int) -> list[range]:
-    """The positions the lens reads in turn: the last ones first (a run's grid opens there), then leftwards."""
-    first = max(seq_len - LENS_FIRST_POSITIONS, 0)
-    return [range(first, seq_len)] + [range(max(end - LENS_CHUNK_POSITIONS, 0), end)
-                                      for end in range(first, 0, -LENS_CHUNK_POSITIONS)]
+def unread_on_screen(unread: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
+    """Unread positions the lens grid shows or nearly shows (its window and a margin each side; without a window,
+    the last positions, where a run's grid opens), at most a chunk of them."""
+    seq_len = len(unread)
+    if window is None:
+        start, end = max(seq_len - LENS_FIRST_POSITIONS, 0), seq_len
+    else:
+        start, end = max(window[0] - LENS_MARGIN_POSITIONS, 0), min(window[1] + LENS_MARGIN_POSITIONS + 1, seq_len)
+    return (np.flatnonzero(unread[start:end]) + start)[-LENS_CHUNK_POSITIONS:]
+
+
+def last_unread(unread: np.ndarray) -> np.ndarray:
+    """The last chunk of unread positions: the grid fills leftwards from where it opens."""
+    return np.flatnonzero(unread)[-LENS_CHUNK_POSITIONS:]
 
 
 def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
@@ -159,7 +170,8 @@ class ExplorerSession:
                 return
             run = analysis.run
             state.param.update(
-                family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, pattern=None,
+                family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
+                pattern=None,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
                                    f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
@@ -200,15 +212,20 @@ class ExplorerSession:
                 self.state.param.update(pattern=pattern, pattern_layer=layer)
 
     async def read_lens(self) -> None:
-        """Read the logit lens a chunk of positions at a time, the last positions first, publishing after each
-        chunk; a new run, target or readout stops it between chunks."""
+        """Read the logit lens a chunk of positions at a time, publishing after each chunk: first the positions on
+        screen, then the others while no other job wants the model threads; a new run, target or readout stops it
+        between chunks. At 512 tokens the whole grid is about 4 s of matmuls on two cores: it must not hold up a
+        classroom's runs, and a user who drags the grid sideways sees the positions they drag to next."""
         started = self.start_target_job("lens")
         if started is None:
             return
         job, target_id = started
         state, loaded, run = self.state, self.loaded, self.state.run
-        parts = []
-        for positions in lens_chunks(run.seq_len):
+        parts, unread = [], np.ones(run.seq_len, dtype=bool)
+        while unread.any():
+            positions = await self.lens_positions_to_read(job, run, unread)
+            if positions is None:
+                return
             async with self._work:
                 if not self.is_current("lens", job, run):
                     return
@@ -217,8 +234,20 @@ class ExplorerSession:
             if part is None or not self.is_current("lens", job, run):
                 return
             parts.append(part)
+            unread[positions] = False
             lens = joined_lens(parts)
             state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
+
+    async def lens_positions_to_read(self, job: int, run: Run, unread: np.ndarray) -> np.ndarray | None:
+        """The lens's next positions: the unread ones on screen at once, else the last unread ones once the model
+        threads are idle; None when the job is no longer wanted."""
+        while self.is_current("lens", job, run):
+            if (shown := unread_on_screen(unread, self.state.lens_window)).size:
+                return shown
+            if models_idle():
+                return last_unread(unread)
+            await asyncio.sleep(LENS_IDLE_POLL_SECONDS)
+        return None
 
     async def sweep(self) -> None:
         """Scale each block's output by α in turn, one pass per block, publishing each point as it comes; a new
