@@ -28,11 +28,12 @@ CELL_TEXT_CHARS = 8
 VISIBLE_POSITIONS = 9
 
 
-def lens_cells(lens: LogitLens, lens_tokens: np.ndarray) -> dict:
-    """One entry per cell read so far: its boundary and position, the top token (whitespace visible) and the
-    top-k for hovering; ``lens_tokens`` [row, read position, k] follows ``lens.positions``."""
+def lens_cells(lens: LogitLens, lens_tokens: np.ndarray, columns: np.ndarray | None = None) -> dict:
+    """One entry per cell read so far (or in ``columns`` of ``lens.positions`` only): its boundary and position,
+    the top token (whitespace visible) and the top-k for hovering; ``lens_tokens`` [row, read position, k]
+    follows ``lens.positions``."""
     n_rows, n_read, k = lens.top_ids.shape
-    rows, columns = np.meshgrid(np.arange(n_rows), np.arange(n_read), indexing="ij")
+    rows, columns = np.meshgrid(np.arange(n_rows), np.arange(n_read) if columns is None else columns, indexing="ij")
     rows, columns = rows.ravel(), columns.ravel()
     visible = np.vectorize(visible_token, otypes=[object])(lens_tokens[rows, columns])  # [cell, k]
     probs = lens.top_probs[rows, columns]  # [cell, k]
@@ -123,6 +124,7 @@ class LogitLensView(TabView):
         self.download = csv_download(lambda: lens_table(self.state.run, self.state.lens, self.state.lens_tokens),
                                      "logit_lens.csv", "Download the lens read so far as CSV")
         self.windowed_run = None
+        self.drawn: tuple = ((None, None), set())  # (run, (target, raw)) the cells belong to, their positions
 
     def show_selected(self, indices) -> None:
         """Write the clicked cell's top-k under the grid (escaped: tokens are user text)."""
@@ -150,7 +152,7 @@ class LogitLensView(TabView):
         self.show_target(run, lens)
 
     def show_grid(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
-        self.cells.data = lens_cells(lens, lens_tokens)
+        self.show_cells(run, lens, lens_tokens)
         self.grid.y_range.factors = list(reversed(lens.row_labels))
         self.grid.height = min(640, 90 + 44 * lens.n_rows)
         if self.windowed_run is not run:  # a new run opens on its last positions; later reads keep the user's pan
@@ -162,6 +164,19 @@ class LogitLensView(TabView):
         progress = "" if read == run.seq_len else f" · {read} of {run.seq_len} positions read, the shown ones first"
         self.grid.title.text = (f"Logit lens{' (raw: no final norm)' if lens.raw else ''}: top token per boundary "
                                 f"and position · {run.seq_len} tokens{progress} · drag sideways for more")
+
+    def show_cells(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
+        """Send the cells of positions read since the grid was last drawn for this lens (a lens grows a chunk at a
+        time: resending every cell would cost a megabyte per chunk at 512 tokens), or all of a new lens's."""
+        (drawn_run, drawn_reading), drawn_positions = self.drawn
+        positions = set(lens.positions.tolist())
+        if drawn_run is run and drawn_reading == (lens.target_id, lens.raw) and drawn_positions <= positions:
+            fresh = np.flatnonzero(~np.isin(lens.positions, list(drawn_positions)))
+            if fresh.size:
+                self.cells.stream(lens_cells(lens, lens_tokens, fresh))
+        else:
+            self.cells.data = lens_cells(lens, lens_tokens)
+        self.drawn = ((run, (lens.target_id, lens.raw)), positions)
 
     def show_target(self, run: Run, lens: LogitLens) -> None:
         """The target's probability and rank at the last position, hidden when no target is set."""

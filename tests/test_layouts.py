@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 from bokeh.document import Document
+from bokeh.document.events import ColumnsStreamedEvent
 from bokeh.events import RangesUpdate
 
 from layouts.attention_view import AttentionView
@@ -12,11 +13,11 @@ from layouts.cards import PartCard, block_identity_error
 from layouts.diagram_parts import diagram_parts, parse_part_id, part_at
 from layouts.diagram_view import DiagramView
 from layouts.intervention_view import InterventionView
-from layouts.logit_lens_view import LogitLensView
+from layouts.logit_lens_view import LogitLensView, lens_cells
 from layouts.norms_view import NormsView, sink_summary
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
-from model_backend import capture_run, detect_sinks, logit_lens
+from model_backend import capture_run, detect_sinks, joined_lens, logit_lens
 
 HTML_PROMPT = "<img src=x onerror=alert(1)> & <b>"
 
@@ -55,6 +56,30 @@ def test_a_new_run_updates_the_same_figures_in_place(gpt2):
     assert norms.heatmap_image.data["image"][0].shape == (state.run.n_layers + 1, shorter.run.seq_len)
     assert len(lens.cells.data["top"]) == shorter.lens.n_rows * shorter.run.seq_len
     assert f"· {shorter.run.seq_len} tokens" in lens.grid.title.text
+
+
+def test_a_lens_read_in_parts_sends_only_the_new_cells(gpt2):
+    state = filled_state(gpt2, HTML_PROMPT)
+    full, tokens, n = state.lens, state.lens_tokens, state.run.seq_len
+    last = logit_lens(gpt2, state.run, target_id=11, positions=range(n - 3, n))
+    first = logit_lens(gpt2, state.run, target_id=11, positions=range(0, n - 3))
+    state.param.update(lens=last, lens_tokens=tokens[:, n - 3:])
+    lens = LogitLensView(state)
+    document = Document()
+    document.add_root(lens.grid)
+    streamed = []
+    document.on_change(lambda event: isinstance(event, ColumnsStreamedEvent) and streamed.append(
+        sorted(set(event.data["position"]))))
+    both = joined_lens([last, first])
+    state.param.update(lens=both, lens_tokens=tokens)
+    assert streamed == [list(range(0, n - 3))]
+    everything = lens_cells(full, tokens)
+    assert sorted(zip(lens.cells.data["position"], lens.cells.data["row"], lens.cells.data["top"])) == sorted(
+        zip(everything["position"], everything["row"], everything["top"]))
+    state.param.update(lens=full, lens_tokens=tokens)
+    assert len(streamed) == 1  # nothing new to send
+    state.param.update(run=filled_state(gpt2, "Two words").run)
+    assert len(streamed) == 1
 
 
 def test_dragging_the_lens_grid_tells_the_state_which_positions_it_shows(gpt2):

@@ -9,9 +9,9 @@ from conftest import run_coroutine
 from viz_app import session as session_module
 import numpy as np
 
-from viz_app.session import LENS_MARGIN_POSITIONS, ExplorerSession, last_unread, unread_on_screen
+from viz_app.session import LENS_CHUNK_POSITIONS, LENS_MARGIN_POSITIONS, ExplorerSession, last_unread, unread_on_screen
 
-LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens, two lens chunks
+LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens, three lens chunks
 
 
 @pytest.fixture
@@ -28,14 +28,16 @@ def controller(tiny_gpt2_dir):
 def test_the_lens_reads_the_positions_on_screen_then_the_last_unread_ones():
     unread = np.ones(40, dtype=bool)
     assert unread_on_screen(unread, None).tolist() == list(range(24, 40))
-    assert unread_on_screen(unread, (10, 18)).tolist() == list(range(10 - LENS_MARGIN_POSITIONS,
-                                                                    18 + LENS_MARGIN_POSITIONS + 1))
+    assert unread_on_screen(unread, (10, 15)).tolist() == list(range(10 - LENS_MARGIN_POSITIONS,
+                                                                    15 + LENS_MARGIN_POSITIONS + 1))
+    zoomed_out = unread_on_screen(unread, (0, 39))  # read a chunk at a time, from the window's right end
+    assert zoomed_out.tolist() == list(range(40 - LENS_CHUNK_POSITIONS, 40))
     assert unread_on_screen(unread, (0, 3)).tolist() == list(range(0, 3 + LENS_MARGIN_POSITIONS + 1))
     unread[24:] = False
     assert unread_on_screen(unread, None).size == 0
     assert unread_on_screen(unread, (50, 60)).size == 0  # dragged past the last token
-    assert last_unread(unread).tolist() == list(range(24))
-    assert last_unread(np.ones(512, dtype=bool)).tolist() == list(range(448, 512))
+    assert last_unread(unread).tolist() == list(range(24 - LENS_CHUNK_POSITIONS, 24))
+    assert last_unread(np.ones(512, dtype=bool)).tolist() == list(range(512 - LENS_CHUNK_POSITIONS, 512))
 
 
 def published_lenses(controller) -> list[list[int]]:
@@ -49,7 +51,7 @@ def published_lenses(controller) -> list[list[int]]:
 def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(controller):
     published = published_lenses(controller)
     run_coroutine(controller.read_lens())
-    assert [len(positions) for positions in published] == [16, 40]
+    assert [len(positions) for positions in published] == [16, 32, 40]
     assert published[-1] == list(range(40))
 
 
