@@ -89,14 +89,17 @@ def target_plots() -> tuple:
     return probability, probabilities, rank, ranks
 
 
-def readout_check(lens: LogitLens) -> str:
-    """The visible proof that the last row is the model's own output, or what the raw lens is instead."""
+def readout_check(lens: LogitLens, seq_len: int) -> str:
+    """The visible proof that the last row is the model's own output, or what the raw lens is instead, and how much
+    of the grid is read yet."""
+    read = len(lens.positions)
+    progress = "" if read == seq_len else (f" Read so far: {read} of {seq_len} positions, those on screen first; "
+                                           "drag the grid and the positions it shows are read next.")
     if lens.raw:
         return ("<p class='lens-check'>Raw lens: each boundary goes straight into lm_head, without the final norm, "
-                "so the last row is <b>not</b> the model's output.</p>")
+                f"so the last row is <b>not</b> the model's output.{progress}</p>")
     return (f"<p class='lens-check'>Check: the last row is the model's logits "
-            f"(max |difference| = {lens.last_row_max_abs_diff:.2e} over the {len(lens.positions)} positions "
-            f"read).</p>")
+            f"(max |difference| = {lens.last_row_max_abs_diff:.2e} over the {read} positions read).{progress}</p>")
 
 
 def lens_table(run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> pd.DataFrame:
@@ -148,7 +151,7 @@ class LogitLensView(TabView):
             self.state.param.trigger("lens_requested")
             return
         self.show_grid(run, lens, lens_tokens)
-        self.check.object = readout_check(lens)
+        self.check.object = readout_check(lens, run.seq_len)
         self.show_target(run, lens)
 
     def show_grid(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
@@ -160,10 +163,8 @@ class LogitLensView(TabView):
             self.grid.x_range.update(start=max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, end=run.seq_len - 0.5)
             self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens)
             show_ticks(self.grid.xaxis, range(run.seq_len))
-        read = len(lens.positions)
-        progress = "" if read == run.seq_len else f" · {read} of {run.seq_len} positions read, the shown ones first"
         self.grid.title.text = (f"Logit lens{' (raw: no final norm)' if lens.raw else ''}: top token per boundary "
-                                f"and position · {run.seq_len} tokens{progress} · drag sideways for more")
+                                f"and position · {run.seq_len} tokens · drag sideways for more")
 
     def show_cells(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
         """Send the cells of positions read since the grid was last drawn for this lens (a lens grows a chunk at a
