@@ -115,3 +115,18 @@ def test_a_new_run_stops_the_sweep_and_the_lens_of_the_last(controller, monkeypa
     assert controller.state.run is not first_run
     assert len(passes) < first_run.n_layers
     assert controller.state.sweep is None and controller.state.lens is None
+
+
+def test_a_closed_page_stops_its_lens_read_even_while_it_waits_for_idle_threads(controller, monkeypatch):
+    published = published_lenses(controller)
+    monkeypatch.setattr(session_module, "models_idle", lambda: False)
+
+    async def close_the_page_while_the_lens_waits():
+        lens = asyncio.create_task(controller.read_lens())
+        while not published:
+            await asyncio.sleep(0.01)
+        controller.stop_jobs()
+        await asyncio.wait_for(lens, timeout=5)
+
+    run_coroutine(close_the_page_while_the_lens_waits())
+    assert len(published) == 1

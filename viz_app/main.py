@@ -50,5 +50,7 @@ if pn.state.location:
     pn.state.location.sync(state, URL_STATE)
 session = DeferredSession(configured_models(), state)
 pn.state.onload(BackgroundTasks().launcher(session.start))
+if pn.state.curdoc is not None and pn.state.curdoc.session_context:  # not the --warm run at start-up
+    pn.state.curdoc.on_session_destroyed(lambda _context: session.stop_jobs())
 
 explorer_page(state, session.npz_file).servable()

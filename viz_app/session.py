@@ -181,6 +181,11 @@ class ExplorerSession:
         self._latest_job[kind] = self._latest_job.get(kind, 0) + 1
         return self._latest_job[kind]
 
+    def stop_jobs(self) -> None:
+        """Stop every running lens read and sweep at its next step (the page was closed)."""
+        for kind in list(self._latest_job):
+            self.start_job(kind)
+
     def is_current(self, kind: str, job: int, run: Run) -> bool:
         """Whether a job is still wanted: no newer job of its kind started and no new run replaced its run."""
         return self._latest_job.get(kind) == job and self.state.run is run

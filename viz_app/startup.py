@@ -26,6 +26,11 @@ class DeferredSession:
         self.session = session_module.ExplorerSession(self.sources, self.state)
         await self.session.start()
 
+    def stop_jobs(self) -> None:
+        """Stop the controller's long jobs once the page is closed: nobody will see them."""
+        if self.session is not None:
+            self.session.stop_jobs()
+
     def npz_file(self) -> BytesIO:
         """The last run as NPZ for the download button (empty until the controller exists)."""
         return self.session.npz_file() if self.session is not None else BytesIO()
