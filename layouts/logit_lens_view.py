@@ -126,7 +126,6 @@ class LogitLensView(TabView):
         self.targets = pn.Row(pn.pane.Bokeh(self.probability), pn.pane.Bokeh(self.rank), visible=False)
         self.download = csv_download(lambda: lens_table(self.state.run, self.state.lens, self.state.lens_tokens),
                                      "logit_lens.csv", "Download the lens read so far as CSV")
-        self.windowed_run = None
         self.drawn: tuple = ((None, None), set())  # (run, (target, raw)) the cells belong to, their positions
 
     def show_selected(self, indices) -> None:
@@ -155,11 +154,11 @@ class LogitLensView(TabView):
         self.show_target(run, lens)
 
     def show_grid(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
+        opens = self.drawn[0][0] is not run  # a new run opens on its last positions; later reads keep the user's pan
         self.show_cells(run, lens, lens_tokens)
         self.grid.y_range.factors = list(reversed(lens.row_labels))
         self.grid.height = min(640, 90 + 44 * lens.n_rows)
-        if self.windowed_run is not run:  # a new run opens on its last positions; later reads keep the user's pan
-            self.windowed_run = run
+        if opens:
             self.grid.x_range.update(start=max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, end=run.seq_len - 0.5)
             self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens)
             show_ticks(self.grid.xaxis, range(run.seq_len))
