@@ -3,7 +3,7 @@
 Rows are the embeddings (block 0's input) and each block's output. The last block's output read this way *is* the
 model's readout, so the last row equals the logits. ``hidden_states[-1]`` in transformers is already post-final-norm
 and must not be normed again; this module reads the raw block output instead. The full-vocabulary table is never
-kept: each block of positions is reduced to its top-k before the next is computed.
+kept: each row is reduced to its top-k before the next is computed.
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ class LogitLens:
         return len(self.row_labels)
 
 
-READ_AT_ONCE = 1024  # residual vectors per unembedding matmul: ~200 MB of logits at a 50k vocabulary
+def read_out(loaded: LoadedModel, residual: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
+    """Logits from a [1, seq, hidden] residual: final norm then lm_head, or lm_head alone when ``raw``."""
+    normed = residual if raw else loaded.module("final_norm")(residual)
+    return loaded.module("lm_head")(normed)
 
 
 def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | None = None,
@@ -45,55 +48,39 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
     """Read every boundary through the model's readout and keep, per position, the top ``k`` tokens.
 
     ``positions`` (a range or index array) reads only those positions: a page can show what is on screen first.
-    Every boundary of a block of positions goes through ``lm_head`` in one matmul: its weight (150 MB for GPT-2)
-    is then read from memory once per block instead of once per boundary, which is most of the time of a few
-    positions' read.
     """
     positions = np.arange(run.seq_len) if positions is None else np.asarray(positions, dtype=np.int64)
     boundaries = residual_boundaries(run)
     labels = [label for label, _ in boundaries]
     labels[-1] = f"{labels[-1]} → final norm (model output)" if not raw else f"{labels[-1]} (raw)"
-    per_matmul = max(1, READ_AT_ONCE // (len(boundaries) + 1))
-    parts = [read_positions(loaded, run, [name for _, name in boundaries], positions[start:start + per_matmul],
-                            k=k, target_id=target_id, raw=raw, labels=labels)
-             for start in range(0, max(len(positions), 1), per_matmul)]
-    return joined_lens(parts) if len(parts) != 1 else parts[0]
-
-
-def read_positions(loaded: LoadedModel, run: Run, names: list[str], positions: np.ndarray, *, k: int,
-                   target_id: int | None, raw: bool, labels: list[str]) -> LogitLens:
-    """The lens at ``positions``, every boundary in ``names`` read in one matmul; unless ``raw``, the model's own
-    readout (``final_norm_output``, as the model computed it) goes through the same matmul, for the check that the
-    last row is the model's logits."""
+    top_ids, top_probs, target_probs, target_ranks = [], [], [], []
+    last_row_diff = float("nan")
     with torch.inference_mode():
-        residuals = torch.from_numpy(np.stack([run[name][positions] for name in names]))  # [row, position, hidden]
-        if raw:
-            logits = loaded.module("lm_head")(residuals)  # [row, position, vocab]
-            last_row_diff = float("nan")
-        else:
-            model_readout = torch.from_numpy(run["final_norm_output"][positions])[None]
-            both = loaded.module("lm_head")(torch.cat([loaded.module("final_norm")(residuals), model_readout]))
-            logits, model_logits = both[:-1], both[-1]
-            last_row_diff = float((logits[-1] - model_logits).abs().max()) if len(positions) else 0.0
-        # Top-k of the logits, then only those k normalised: no full-vocabulary probability table is kept.
-        log_normaliser = logits.logsumexp(dim=-1, keepdim=True)
-        best = logits.topk(k, dim=-1)
-        target_probs = target_ranks = None
-        if target_id is not None:
-            target_logit = logits[..., target_id : target_id + 1]
-            target_probs = (target_logit - log_normaliser).exp()[..., 0].numpy()
-            target_ranks = ((logits > target_logit).sum(dim=-1) + 1).numpy()
-        return LogitLens(
-            row_labels=labels,
-            top_ids=best.indices.numpy(),
-            top_probs=(best.values - log_normaliser).exp().numpy(),
-            target_id=target_id,
-            target_probs=target_probs,
-            target_ranks=target_ranks,
-            raw=raw,
-            last_row_max_abs_diff=last_row_diff,
-            positions=positions,
-        )
+        for row, (_, name) in enumerate(boundaries):
+            residual = torch.from_numpy(run[name][positions])[None]
+            logits = read_out(loaded, residual, raw=raw)[0]  # [positions, vocab]
+            if row == len(boundaries) - 1 and not raw:
+                last_row_diff = float((logits - torch.from_numpy(run.logits_at(positions))).abs().max())
+            # Top-k of the logits, then only those k normalised: no full-vocabulary probability table.
+            log_normaliser = logits.logsumexp(dim=-1, keepdim=True)
+            best = logits.topk(k, dim=-1)
+            top_ids.append(best.indices.numpy())
+            top_probs.append((best.values - log_normaliser).exp().numpy())
+            if target_id is not None:
+                target_logit = logits[:, target_id : target_id + 1]
+                target_probs.append((target_logit - log_normaliser).exp()[:, 0].numpy())
+                target_ranks.append(((logits > target_logit).sum(dim=-1) + 1).numpy())
+    return LogitLens(
+        row_labels=labels,
+        top_ids=np.stack(top_ids),
+        top_probs=np.stack(top_probs),
+        target_id=target_id,
+        target_probs=np.stack(target_probs) if target_id is not None else None,
+        target_ranks=np.stack(target_ranks) if target_id is not None else None,
+        raw=raw,
+        last_row_max_abs_diff=last_row_diff,
+        positions=positions,
+    )
 
 
 def joined_lens(parts: list[LogitLens]) -> LogitLens:
