@@ -4,24 +4,38 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from conftest import run_coroutine
-from viz_app import session as session_module
-import numpy as np
 
-from viz_app.session import LENS_CHUNK_POSITIONS, LENS_MARGIN_POSITIONS, ExplorerSession, last_unread, unread_on_screen
+from model_backend import logit_lens
+from viz_app import session as session_module
+from viz_app.session import (
+    LENS_CHUNK_POSITIONS,
+    LENS_MARGIN_POSITIONS,
+    LENS_TOP_K,
+    ExplorerSession,
+    last_unread,
+    unread_on_screen,
+)
 
 LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens, three lens chunks
 
 
 @pytest.fixture
 def controller(tiny_gpt2_dir):
-    """A controller for the tiny GPT-2, loaded and with a run of LONG_PROMPT."""
+    """A controller for the tiny GPT-2, loaded and with a run of LONG_PROMPT (and its lens read ahead: the model
+    threads are idle when a test starts)."""
     controller = ExplorerSession([str(tiny_gpt2_dir)])
     controller.state.prompt = LONG_PROMPT
     controller.outcomes.append(session_module.shared_model(str(tiny_gpt2_dir)))
     controller.loaded = controller.outcomes[0].loaded
-    run_coroutine(controller.run_prompt())
+
+    async def run_and_read_ahead():
+        await controller.run_prompt()
+        await controller.lens_read_ahead.part
+
+    run_coroutine(run_and_read_ahead())
     return controller
 
 
@@ -56,10 +70,11 @@ def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(contr
 
 
 def test_the_lens_reads_where_the_grid_was_dragged_first(controller):
+    """First what was read ahead after the run, then the dragged-to positions before any others."""
     published = published_lenses(controller)
     controller.state.lens_window = (0, 4)
     run_coroutine(controller.read_lens())
-    assert published[0] == list(range(0, 4 + LENS_MARGIN_POSITIONS + 1))
+    assert published[:2] == [list(range(24, 40)), list(range(0, 4 + LENS_MARGIN_POSITIONS + 1)) + list(range(24, 40))]
     assert published[-1] == list(range(40))
 
 
@@ -91,6 +106,77 @@ def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_
     assert dragged[1] == list(range(0, 2 + LENS_MARGIN_POSITIONS + 1)) + list(range(24, 40))
     assert len(dragged) == 2
     assert published[-1] == list(range(40))
+
+
+def counted_lens_reads(monkeypatch, failures: int = 0) -> list[list[int]]:
+    """The positions of every lens read the controller makes from now on; the first ``failures`` reads raise."""
+    reads, logit_lens = [], session_module.logit_lens
+
+    def counted(*args, positions, **kwargs):
+        reads.append(positions.tolist())
+        if len(reads) <= failures:
+            raise RuntimeError("a read that failed")
+        return logit_lens(*args, positions=positions, **kwargs)
+
+    monkeypatch.setattr(session_module, "logit_lens", counted)
+    return reads
+
+
+def run_then_read_the_lens(controller) -> None:
+    """A new run, and the lens asked for right after it (its read ahead still in flight, awaited by read_lens)."""
+    async def run_then_lens():
+        await controller.run_prompt()
+        await controller.read_lens()
+
+    run_coroutine(run_then_lens())
+
+
+def test_a_run_reads_where_its_lens_opens_ahead_and_the_lens_uses_that_read(controller, monkeypatch):
+    reads, published = counted_lens_reads(monkeypatch), published_lenses(controller)
+
+    async def run_then_lens_once_read_ahead():
+        await controller.run_prompt()
+        await controller.lens_read_ahead.part
+        read_before_asked = list(reads)
+        await controller.read_lens()
+        return read_before_asked
+
+    assert run_coroutine(run_then_lens_once_read_ahead()) == [list(range(24, 40))]
+    assert reads == [list(range(24, 40)), list(range(8, 24)), list(range(0, 8))]  # the opening positions once
+    assert published == [list(range(24, 40)), list(range(8, 40)), list(range(40))]
+    run, lens = controller.state.run, controller.state.lens
+    target_id = controller.loaded.tokenizer.encode(controller.state.target)[0]
+    alone = logit_lens(controller.loaded, run, k=LENS_TOP_K, target_id=target_id, positions=np.arange(24, 40))
+    for read_ahead, read_alone in ((lens.top_ids[:, 24:], alone.top_ids), (lens.top_probs[:, 24:], alone.top_probs),
+                                   (lens.target_probs[:, 24:], alone.target_probs)):
+        np.testing.assert_array_equal(read_ahead, read_alone)
+
+
+def test_no_lens_is_read_ahead_while_other_work_wants_the_model_threads(controller, monkeypatch):
+    monkeypatch.setattr(session_module, "models_idle", lambda: False)
+    reads = counted_lens_reads(monkeypatch)
+    run_coroutine(controller.run_prompt())
+    assert controller.lens_read_ahead is None and reads == []
+
+
+def test_a_lens_read_ahead_that_failed_is_read_again_where_failures_are_shown(controller, monkeypatch):
+    reads = counted_lens_reads(monkeypatch, failures=1)
+    run_then_read_the_lens(controller)
+    assert reads[:2] == [list(range(24, 40))] * 2 and controller.state.message == ""
+    assert controller.state.lens.positions.tolist() == list(range(40))
+
+
+def test_a_lens_read_ahead_for_another_target_is_not_used(controller, monkeypatch):
+    reads = counted_lens_reads(monkeypatch)
+
+    async def run_then_change_the_target():
+        await controller.run_prompt()
+        controller.state.target = " Rome"
+        await controller.read_lens()
+
+    run_coroutine(run_then_change_the_target())
+    assert reads[:2] == [list(range(24, 40))] * 2
+    assert controller.state.lens.target_id == controller.loaded.tokenizer.encode(" Rome")[0]
 
 
 def test_a_new_run_stops_the_sweep_and_the_lens_of_the_last(controller, monkeypatch):
