@@ -44,10 +44,12 @@ def read_out(loaded: LoadedModel, residual: torch.Tensor, *, raw: bool = False) 
 
 
 def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | None = None,
-               raw: bool = False, positions=None) -> LogitLens:
+               raw: bool = False, positions=None, keep_reading=None) -> LogitLens | None:
     """Read every boundary through the model's readout and keep, per position, the top ``k`` tokens.
 
     ``positions`` (a range or index array) reads only those positions: a page can show what is on screen first.
+    ``keep_reading``, asked before each boundary, lets a read that nobody waits for yet give way: when it says
+    False the read stops and returns None.
     """
     positions = np.arange(run.seq_len) if positions is None else np.asarray(positions, dtype=np.int64)
     boundaries = residual_boundaries(run)
@@ -57,6 +59,8 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
     last_row_diff = float("nan")
     with torch.inference_mode():
         for row, (_, name) in enumerate(boundaries):
+            if keep_reading is not None and not keep_reading():
+                return None
             residual = torch.from_numpy(run[name][positions])[None]
             logits = read_out(loaded, residual, raw=raw)[0]  # [positions, vocab]
             if row == len(boundaries) - 1 and not raw:

@@ -39,6 +39,20 @@ def test_logit_lens_rows_read_through_the_final_norm(gpt2):
     np.testing.assert_array_equal(lens.top_ids[0], expected)
 
 
+def test_a_lens_read_that_gives_way_stops_before_its_next_boundary(gpt2):
+    run, asked = capture_run(gpt2, PROMPT, bos=True), []
+
+    def keep_reading_two_boundaries() -> bool:
+        asked.append(True)
+        return len(asked) <= 2
+
+    assert logit_lens(gpt2, run, keep_reading=keep_reading_two_boundaries) is None
+    assert len(asked) == 3  # asked before the first, second and third boundary; the third was not read
+    kept = logit_lens(gpt2, run, target_id=TARGET, keep_reading=lambda: True)
+    whole = logit_lens(gpt2, run, target_id=TARGET)
+    np.testing.assert_array_equal(kept.top_probs, whole.top_probs)
+
+
 def test_raw_lens_skips_the_final_norm(loaded, run):
     raw = logit_lens(loaded, run, k=3, raw=True)
     with torch.no_grad():

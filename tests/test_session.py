@@ -159,6 +159,24 @@ def test_no_lens_is_read_ahead_while_other_work_wants_the_model_threads(controll
     assert controller.lens_read_ahead is None and reads == []
 
 
+def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked_for(controller, monkeypatch):
+    monkeypatch.setattr(session_module, "alone_in_model_threads", lambda: False)  # other pages' jobs wait
+    reads = counted_lens_reads(monkeypatch)
+
+    async def run_then_wait_then_lens():
+        await controller.run_prompt()
+        gave_way = await controller.lens_read_ahead.part
+        await controller.read_lens()
+        return gave_way
+
+    assert run_coroutine(run_then_wait_then_lens()) is None
+    assert reads[:2] == [list(range(24, 40))] * 2  # read again when asked for
+    assert controller.state.lens.positions.tolist() == list(range(40))
+    reads.clear()
+    run_then_read_the_lens(controller)  # asked for before the read ahead started: it no longer gives way
+    assert reads == [list(range(24, 40)), list(range(8, 24)), list(range(0, 8))]
+
+
 def test_a_lens_read_ahead_that_failed_is_read_again_where_failures_are_shown(controller, monkeypatch):
     reads = counted_lens_reads(monkeypatch, failures=1)
     run_then_read_the_lens(controller)

@@ -39,6 +39,11 @@ def _run_with_fitting_threads(function, args, kwargs):
     return function(*args, **kwargs)
 
 
+def alone_in_model_threads() -> bool:
+    """Whether the job asking is the only one running or waiting (asked from inside a job)."""
+    return len(_unfinished) <= 1
+
+
 def models_idle() -> bool:
     """Whether no model job is running or waiting: the moment for work nobody waits for yet."""
     return not _unfinished

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from io import BytesIO
@@ -32,7 +33,7 @@ from model_backend import (
 from model_backend.tokens import target_token_id, token_strings
 
 from .background import BackgroundTasks
-from .model_work import in_model_thread, models_idle
+from .model_work import alone_in_model_threads, in_model_thread, models_idle
 from .models import ModelOutcome, shared_model
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ class LensReadAhead:
     target_id: int | None
     raw: bool
     positions: np.ndarray
-    part: asyncio.Task  # -> LogitLens, or None when the read failed
+    part: asyncio.Task  # -> LogitLens, or None when the read gave way or failed
+    asked_for: threading.Event  # set once the lens is asked for: the read then no longer gives way
 
     def belongs_to(self, run: Run, target_id: int | None, raw: bool) -> bool:
         return self.run is run and self.target_id == target_id and self.raw == raw
@@ -196,8 +198,9 @@ class ExplorerSession:
     def read_lens_ahead(self, run: Run) -> None:
         """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
         lens tab then opens without waiting for its first matmuls, the slowest part of any tab (at 512 tokens on
-        GPT-2-small, a click drew it in 0.7 s before, 0.3-0.6 s after). Nothing is shown from here; ``read_lens``
-        picks the part up when the lens is asked for."""
+        GPT-2-small, a click drew it in 0.7 s before, 0.3-0.6 s after). It gives way, between two boundaries, to
+        any job another page asks for. Nothing is shown from here; ``read_lens`` picks the part up when the lens is
+        asked for (and reads it itself if this read gave way or failed)."""
         self.lens_read_ahead = None
         if not models_idle():
             return
@@ -206,23 +209,27 @@ class ExplorerSession:
         except PromptError:
             return  # read_lens says why when the lens is asked for
         raw, positions = self.state.raw_lens, unread_on_screen(np.ones(run.seq_len, dtype=bool), None)
+        asked_for = threading.Event()
 
         async def read() -> LogitLens | None:
             try:
                 return await in_model_thread(logit_lens, self.loaded, run, k=LENS_TOP_K, target_id=target_id,
-                                             raw=raw, positions=positions)
+                                             raw=raw, positions=positions,
+                                             keep_reading=lambda: asked_for.is_set() or alone_in_model_threads())
             except Exception:  # noqa: BLE001 - read_lens reads these positions again and shows the failure
                 return None
 
-        self.lens_read_ahead = LensReadAhead(run, target_id, raw, positions, asyncio.ensure_future(read()))
+        self.lens_read_ahead = LensReadAhead(run, target_id, raw, positions, asyncio.ensure_future(read()), asked_for)
 
     async def part_read_ahead(self, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
         """The lens part read ahead for this run, target and readout (awaited while it is still being read), or
-        None: none was, it failed or was cancelled (its event loop ended), or its positions are read already."""
+        None: none was, it gave way, failed or was cancelled (its event loop ended), or its positions are read
+        already."""
         ahead = self.lens_read_ahead
         if not (ahead and ahead.belongs_to(run, target_id, self.state.raw_lens) and unread[ahead.positions].all()
                 and not ahead.part.cancelled()):
             return None
+        ahead.asked_for.set()
         self.state.busy = "Reading the logit lens…"
         try:
             return await ahead.part
