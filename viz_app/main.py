@@ -1,6 +1,7 @@
 """What ``panel serve viz_app`` runs for each browser session: the page's CSS, a state whose choices live in the
 URL, the page itself (built in ``viz_app/page.py``), and, once the page is shown, the models and the first run."""
 
+import logging
 import sys
 from pathlib import Path
 
@@ -44,6 +45,7 @@ def hand_the_interpreter_to_passes_sooner() -> None:
 
 hand_the_interpreter_to_passes_sooner()
 serve_styles_from_here(pn.state.curdoc)
+logging.getLogger("viz_app").setLevel(logging.INFO)  # the server log notes what each page's session does, as Bokeh's
 
 state = ExplorerState(busy="Starting…")
 if pn.state.location:
@@ -51,6 +53,7 @@ if pn.state.location:
 session = DeferredSession(configured_models(), state)
 pn.state.onload(BackgroundTasks().launcher(session.start))
 if pn.state.curdoc is not None and pn.state.curdoc.session_context:  # not the --warm run at start-up
-    pn.state.curdoc.on_session_destroyed(lambda _context: session.stop_jobs())
+    # Bound now: the script's globals are gone by the time a session is destroyed.
+    pn.state.curdoc.on_session_destroyed(lambda _context, closed=session: closed.stop_jobs())
 
 explorer_page(state, session.npz_file).servable()

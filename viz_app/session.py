@@ -245,6 +245,7 @@ class ExplorerSession:
         """Stop every running lens read and sweep at its next step (the page was closed)."""
         for kind in list(self._latest_job):
             self.start_job(kind)
+        log.info("a page closed: its lens read and sweep stop")
 
     def is_current(self, kind: str, job: int, run: Run) -> bool:
         """Whether a job is still wanted: no newer job of its kind started and no new run replaced its run."""

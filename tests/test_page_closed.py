@@ -1,0 +1,34 @@
+"""A page closed in the browser: its server session ends and stops the page's long jobs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from playwright.sync_api import Browser, expect
+
+from conftest import RUN_SECONDS, serve_app, wait_until_idle
+
+SESSION_ENDS_MS = "300"  # how soon the server ends a session nobody is connected to (Bokeh's default: 15 s)
+
+
+def test_a_closed_pages_session_ends_and_stops_its_jobs(browser: Browser, tiny_gpt2_dir, tmp_path):
+    process, app = serve_app(str(tiny_gpt2_dir), tmp_path / "server.log",
+                             server_options=("--check-unused-sessions", SESSION_ENDS_MS,
+                                             "--unused-session-lifetime", SESSION_ENDS_MS))
+    try:
+        page = browser.new_page()
+        page.goto(app.url)
+        expect(page.locator(".status-line")).to_contain_text(" tokens ", timeout=RUN_SECONDS)
+        wait_until_idle(page)
+        page.close()
+        deadline = time.monotonic() + 20
+        while "a page closed" not in app.log() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    log = app.log_without_closed_tab_reports()
+    assert "a page closed: its lens read and sweep stop" in log, log
+    assert "Traceback" not in log and "failed with following error" not in log, log
