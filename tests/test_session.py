@@ -160,21 +160,58 @@ def test_no_lens_is_read_ahead_while_other_work_wants_the_model_threads(controll
 
 
 def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked_for(controller, monkeypatch):
-    monkeypatch.setattr(session_module, "alone_in_model_threads", lambda: False)  # other pages' jobs wait
+    others_wait = True  # other pages' jobs want the model threads until a test says otherwise
+    monkeypatch.setattr(session_module, "alone_in_model_threads", lambda: not others_wait)
+    monkeypatch.setattr(session_module, "models_idle", lambda: not others_wait)
     reads = counted_lens_reads(monkeypatch)
 
-    async def run_then_wait_then_lens():
+    async def run_then_others_wait_then_lens(asked_first: bool):
+        """Run (the threads idle), then others' jobs wait, until the read ahead ends; the lens is asked for
+        before others wait, or after the read ahead."""
+        nonlocal others_wait
+        others_wait = False
         await controller.run_prompt()
-        gave_way = await controller.lens_read_ahead.part
-        await controller.read_lens()
-        return gave_way
+        ahead = controller.lens_read_ahead
+        lens = asyncio.create_task(controller.read_lens()) if asked_first else None
+        while asked_first and not ahead.asked_for.is_set():
+            await asyncio.sleep(0)
+        others_wait = True
+        read_ahead = await ahead.part
+        others_wait = False
+        await (lens or controller.read_lens())
+        return read_ahead
 
-    assert run_coroutine(run_then_wait_then_lens()) is None
+    assert run_coroutine(run_then_others_wait_then_lens(asked_first=False)) is None  # it gave way
     assert reads[:2] == [list(range(24, 40))] * 2  # read again when asked for
     assert controller.state.lens.positions.tolist() == list(range(40))
     reads.clear()
-    run_then_read_the_lens(controller)  # asked for before the read ahead started: it no longer gives way
+    assert run_coroutine(run_then_others_wait_then_lens(asked_first=True)) is not None  # asked for: it went on
     assert reads == [list(range(24, 40)), list(range(8, 24)), list(range(0, 8))]
+
+
+def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(controller, monkeypatch):
+    published, reads, logit_lens_read = published_lenses(controller), [], session_module.logit_lens
+    others_wait = False
+    monkeypatch.setattr(session_module, "alone_in_model_threads", lambda: not others_wait)
+
+    def read_while_others_come(*args, positions, keep_reading=None, **kwargs):
+        """The first chunk read off screen sees a drag to the first tokens; the next one, another page's job."""
+        nonlocal others_wait
+        reads.append(positions.tolist())
+        if len(reads) == 1:
+            controller.state.lens_window = (0, 2)
+        if len(reads) == 3:
+            others_wait = True
+        part = logit_lens_read(*args, positions=positions, keep_reading=keep_reading, **kwargs)
+        others_wait = False
+        return part
+
+    monkeypatch.setattr(session_module, "logit_lens", read_while_others_come)
+    run_coroutine(controller.read_lens())  # the fixture's read ahead gives the first chunk
+    off_screen, dragged_to = list(range(8, 24)), list(range(0, 2 + LENS_MARGIN_POSITIONS + 1))
+    assert reads == [off_screen, dragged_to, off_screen, off_screen, [7]]  # each chunk that gave way is read again
+    assert published[:2] == [list(range(24, 40)), dragged_to + list(range(24, 40))]  # none from a chunk that gave way
+    assert published[-1] == list(range(40)) and controller.state.message == ""
 
 
 def test_a_lens_read_ahead_that_failed_is_read_again_where_failures_are_shown(controller, monkeypatch):

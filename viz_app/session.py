@@ -68,6 +68,18 @@ class LensReadAhead:
         return self.run is run and self.target_id == target_id and self.raw == raw
 
 
+class GivesWay:
+    """``keep_reading`` for a lens read nobody waits for yet: False, and remembered, once ``wanted_elsewhere``
+    says the model threads are wanted for something else."""
+
+    def __init__(self, wanted_elsewhere):
+        self.wanted_elsewhere, self.gave_way = wanted_elsewhere, False
+
+    def __call__(self) -> bool:
+        self.gave_way = self.gave_way or self.wanted_elsewhere()
+        return not self.gave_way
+
+
 def unread_on_screen(unread: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
     """Unread positions the lens grid shows or nearly shows (its window and a margin each side; without a window,
     the last positions, where a run's grid opens), at most a chunk of them."""
@@ -211,12 +223,12 @@ class ExplorerSession:
             return  # read_lens says why when the lens is asked for
         raw, positions = self.state.raw_lens, unread_on_screen(np.ones(run.seq_len, dtype=bool), None)
         asked_for = threading.Event()
+        gives_way = GivesWay(lambda: not asked_for.is_set() and not alone_in_model_threads())
 
         async def read() -> LogitLens | None:
             try:
                 return await in_model_thread(logit_lens, self.loaded, run, k=LENS_TOP_K, target_id=target_id,
-                                             raw=raw, positions=positions,
-                                             keep_reading=lambda: asked_for.is_set() or alone_in_model_threads())
+                                             raw=raw, positions=positions, keep_reading=gives_way)
             except Exception:  # noqa: BLE001 - read_lens reads these positions again and shows the failure
                 return None
 
@@ -301,15 +313,24 @@ class ExplorerSession:
             state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
 
     async def read_lens_part(self, job: int, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
-        """Read the lens's next positions once it is their turn, or None if the job is no longer wanted or failed."""
-        positions = await self.lens_positions_to_read(job, run, unread)
-        if positions is None:
-            return None
-        async with self._work:
-            if not self.is_current("lens", job, run):
-                return None
-            return await self.in_worker("Reading the logit lens…", logit_lens, self.loaded, run, k=LENS_TOP_K,
-                                        target_id=target_id, raw=self.state.raw_lens, positions=positions)
+        """Read the lens's next positions once it is their turn, or None if the job is no longer wanted or failed.
+
+        Positions off screen give way, between two boundaries, to another page's job and to a drag (at 512 tokens a
+        chunk takes 0.25-0.8 s, which a drag's own read would otherwise wait for); the next turn's positions are
+        read then."""
+        while (positions := await self.lens_positions_to_read(job, run, unread)) is not None:
+            off_screen = not unread_on_screen(unread, self.state.lens_window).size
+            gives_way = GivesWay(lambda: not alone_in_model_threads()
+                                 or unread_on_screen(unread, self.state.lens_window).size > 0) if off_screen else None
+            async with self._work:
+                if not self.is_current("lens", job, run):
+                    return None
+                part = await self.in_worker("Reading the logit lens…", logit_lens, self.loaded, run, k=LENS_TOP_K,
+                                            target_id=target_id, raw=self.state.raw_lens, positions=positions,
+                                            keep_reading=gives_way)
+            if part is not None or gives_way is None or not gives_way.gave_way:
+                return part
+        return None
 
     async def lens_positions_to_read(self, job: int, run: Run, unread: np.ndarray) -> np.ndarray | None:
         """The lens's next positions: the unread ones on screen at once, else the last unread ones once the model
