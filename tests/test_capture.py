@@ -50,20 +50,28 @@ def test_gpt2_stream_starts_as_token_plus_position_embeddings(gpt2):
     np.testing.assert_array_equal(run["position_embeddings"], position_table[: run.seq_len])
 
 
+def assert_same_in_float32(actual: np.ndarray, expected: np.ndarray) -> None:
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_run_agrees_with_transformers_outputs(loaded, run):
+    """The capture against transformers' own outputs of a second pass, to float32 tolerance: the same matmul in
+    another pass may run another BLAS kernel (in two of five full test runs of this session a block's input
+    differed from transformers' hidden state by up to 3.6e-7 in 290 of its 672 values; the other runs, and every
+    run of this file alone, agreed bit for bit). The identities within one pass are exact (test above)."""
     with torch.no_grad():
         reference = loaded.model(torch.from_numpy(run.token_ids)[None], output_hidden_states=True,
                                  output_attentions=True, use_cache=False)
     hidden_states = [h[0].numpy() for h in reference.hidden_states]
     assert len(hidden_states) == loaded.n_layers + 1
     for layer in range(loaded.n_layers):
-        np.testing.assert_array_equal(hidden_states[layer], run[f"layers.{layer}.layer_input"])
+        assert_same_in_float32(run[f"layers.{layer}.layer_input"], hidden_states[layer])
         np.testing.assert_allclose(run.attention_probabilities(layer), reference.attentions[layer][0].numpy(),
                                    atol=1e-6, rtol=0)
     # hidden_states[-1] is already post final norm: it is final_norm_output, not the last block's output.
-    np.testing.assert_array_equal(hidden_states[-1], run["final_norm_output"])
+    assert_same_in_float32(run["final_norm_output"], hidden_states[-1])
     assert not np.allclose(hidden_states[-1], run[f"layers.{loaded.n_layers - 1}.layer_output"])
-    np.testing.assert_array_equal(reference.logits[0].numpy(), run.logits)
+    assert_same_in_float32(run.logits, reference.logits[0].numpy())
 
 
 def test_attention_rows_sum_to_one_and_stay_causal(loaded, run):
