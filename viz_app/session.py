@@ -7,6 +7,7 @@ import asyncio
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BytesIO
 
@@ -211,9 +212,9 @@ class ExplorerSession:
         """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
         lens tab then opens without waiting for its first matmuls, the slowest part of any tab (at 512 tokens on
         the GPT-2-small shape, click -> drawn in chromium: 0.74 s before, 0.43 s after, medians of six in one
-        hour). It gives way, between two boundaries, to
-        any job another page asks for. Nothing is shown from here; ``read_lens`` picks the part up when the lens is
-        asked for (and reads it itself if this read gave way or failed)."""
+        hour). It gives way, between two boundaries, to any job another page asks for. Nothing is shown from here;
+        ``read_lens`` picks the part up when the lens is asked for (and reads it itself if this read gave way or
+        failed)."""
         self.lens_read_ahead = None
         if not models_idle():
             return
@@ -243,11 +244,8 @@ class ExplorerSession:
                 and not ahead.part.cancelled()):
             return None
         ahead.asked_for.set()
-        self.state.busy = "Reading the logit lens…"
-        try:
+        with self.showing("Reading the logit lens…"):
             return await ahead.part
-        finally:
-            self.state.busy = ""
 
     def start_job(self, kind: str) -> int:
         """A new job of ``kind`` (lens, sweep): it supersedes the one before, which stops at its next step."""
@@ -319,9 +317,9 @@ class ExplorerSession:
         chunk takes 0.25-0.8 s, which a drag's own read would otherwise wait for); the next turn's positions are
         read then."""
         while (positions := await self.lens_positions_to_read(job, run, unread)) is not None:
-            off_screen = not unread_on_screen(unread, self.state.lens_window).size
+            off_screen = not self.unread_shown(unread).size
             gives_way = GivesWay(lambda: not alone_in_model_threads()
-                                 or unread_on_screen(unread, self.state.lens_window).size > 0) if off_screen else None
+                                 or self.unread_shown(unread).size > 0) if off_screen else None
             async with self._work:
                 if not self.is_current("lens", job, run):
                     return None
@@ -332,11 +330,15 @@ class ExplorerSession:
                 return part
         return None
 
+    def unread_shown(self, unread: np.ndarray) -> np.ndarray:
+        """The unread positions the lens grid shows now (or nearly shows)."""
+        return unread_on_screen(unread, self.state.lens_window)
+
     async def lens_positions_to_read(self, job: int, run: Run, unread: np.ndarray) -> np.ndarray | None:
         """The lens's next positions: the unread ones on screen at once, else the last unread ones once the model
         threads are idle; None when the job is no longer wanted."""
         while self.is_current("lens", job, run):
-            if (shown := unread_on_screen(unread, self.state.lens_window)).size:
+            if (shown := self.unread_shown(unread)).size:
                 return shown
             if models_idle():
                 return last_unread(unread)
@@ -390,12 +392,19 @@ class ExplorerSession:
     async def in_worker(self, doing: str, function, *args, **kwargs):
         """Run backend work on a shared model thread while the page says what it is doing; on failure report it
         and return None."""
+        with self.showing(doing):
+            try:
+                return await in_model_thread(function, *args, **kwargs)
+            except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
+                self.report(error)
+                return None
+
+    @contextmanager
+    def showing(self, doing: str):
+        """The page says what is being computed for the ``with`` block."""
         self.state.busy = doing
         try:
-            return await in_model_thread(function, *args, **kwargs)
-        except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
-            self.report(error)
-            return None
+            yield
         finally:
             self.state.busy = ""
 
