@@ -190,7 +190,10 @@ def limitations_section(measurements):
         "(bf16 matrix products ran about 50x slower than float32 on the AVX2-only training machine, so "
         "the model was kept small). It continues text in the style of its sources but is often "
         "ungrammatical, and the held-out loss is far from that of real language models. The sink "
-        "figures above are what this checkpoint shows: it does not park its attention on BOS.",
+        "figures above are what this checkpoint shows: it does not park its attention on BOS, and more "
+        "training on this corpus would not change that within reach (published work sees sinks form after "
+        "about a billion training tokens). The page uses it as the no-network fallback and as the contrast "
+        "of a model without a sink; SmolLM2-135M-Instruct, prepared from the package index, shows one.",
     ])
 
 

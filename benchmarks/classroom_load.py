@@ -6,7 +6,8 @@ count and its norms figures are drawn for that run), and checks that every sessi
 tokens and pinned card and nothing of another's. Targets at 30 sessions: p95 <= 3 s on the demo model, <= 6 s on
 the GPT-2-small shape. Exits with 1 when a session showed something not its own or the server logged a traceback.
 
-    python benchmarks/classroom_load.py [--model demo-gpt2|gpt2-small|tiny|PATH] [--sessions 30]
+    python benchmarks/classroom_load.py [--model demo-gpt2|gpt2-small|tiny|NAME|PATH] [--sessions 30]
+    python benchmarks/classroom_load.py --model HuggingFaceTB/SmolLM2-135M-Instruct
 """
 
 from __future__ import annotations
@@ -22,18 +23,19 @@ from classroom_sessions import run_classroom, session_plans
 from page_driver import MODEL_SHAPES, save_gpt2_shaped, served, tracebacks_in
 from script_sessions import script_classroom
 
-from viz_app.settings import DEMO_MODEL
+from model_backend import load_model
+from model_backend.model_names import SMOLLM2
 
-TARGET_P95_SECONDS = {"demo-gpt2": 3.0, "gpt2-small": 6.0}
+TARGET_P95_SECONDS = {"demo-gpt2": 3.0, "gpt2-small": 6.0, SMOLLM2: 6.0}
 
 
-def model_folder(model: str, scratch: Path) -> Path:
-    """The shipped demo model, a random model of a named shape saved in ``scratch``, or a checkpoint folder."""
-    if model == "demo-gpt2":
-        return DEMO_MODEL
+def model_source(model: str, scratch: Path) -> tuple[str, Path]:
+    """What the server is given (a random model of a named shape saved in ``scratch``, or a name, Hub id or folder
+    as it is) and the folder its tokenizer and config are read from."""
     if model in MODEL_SHAPES:
-        return save_gpt2_shaped(scratch / model, model)
-    return Path(model)
+        folder = save_gpt2_shaped(scratch / model, model)
+        return str(folder), folder
+    return model, load_model(model).folder
 
 
 def report(model: str, outcomes) -> bool:
@@ -55,7 +57,8 @@ def report(model: str, outcomes) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="demo-gpt2", help="demo-gpt2, gpt2-small, tiny or a checkpoint folder")
+    parser.add_argument("--model", default="demo-gpt2", help="demo-gpt2, gpt2-small, tiny, a model name or Hub id "
+                                                             f"({SMOLLM2}) or a checkpoint folder")
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--shortest", type=int, default=32, help="tokens of the shortest prompt, BOS included")
     parser.add_argument("--longest", type=int, default=128, help="tokens of the longest prompt, BOS included")
@@ -64,11 +67,11 @@ def main() -> None:
                              "same cores (their rendering included)")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        folder = model_folder(arguments.model, Path(scratch))
+        source, folder = model_source(arguments.model, Path(scratch))
         plans = session_plans(folder, arguments.sessions, arguments.shortest, arguments.longest)
         print(f"{arguments.model} ({folder}): {arguments.sessions} sessions of {plans[0].n_tokens} to "
               f"{plans[-1].n_tokens} tokens, one panel serve, {arguments.clients} clients", flush=True)
-        with served(str(folder), Path(scratch) / "server.log") as app:
+        with served(source, Path(scratch) / "server.log") as app:
             if arguments.clients == "script":
                 outcomes = script_classroom(app.url, plans)
             else:

@@ -12,6 +12,7 @@ The plain forward is ``model(input_ids)`` under ``torch.inference_mode`` in this
 same torch thread count as the server, so the page's overhead reads as a ratio.
 
     python benchmarks/page_benchmark.py [--lengths 32 512] [--repeats 5] [--shape gpt2-small|tiny]
+    python benchmarks/page_benchmark.py --model HuggingFaceTB/SmolLM2-135M-Instruct --lengths 32 512 --tabs-at 128
 """
 
 from __future__ import annotations
@@ -65,10 +66,10 @@ FIRST_LENS_CELLS_DRAWN = f"""() => {{
 }}"""
 
 
-def plain_forward_seconds(folder: Path, prompts: list[str], repeats: int) -> dict[str, tuple[int, float]]:
+def plain_forward_seconds(source: str, prompts: list[str], repeats: int) -> dict[str, tuple[int, float]]:
     """Each prompt's token count (BOS first, as the page runs it) and median seconds of ``model(input_ids)`` after
     a warm-up call."""
-    loaded = load_model(str(folder))
+    loaded = load_model(source)
     forward = {}
     with torch.inference_mode():
         for prompt in prompts:
@@ -83,10 +84,10 @@ def plain_forward_seconds(folder: Path, prompts: list[str], repeats: int) -> dic
     return forward
 
 
-async def first_visit(browser: Browser, folder: Path, warm: bool, n_default: int) -> tuple[float, float, str]:
+async def first_visit(browser: Browser, source: str, logs: Path, warm: bool, n_default: int) -> tuple[float, float, str]:
     """Seconds from goto to the page shell and to the first drawn figure on a fresh server, and what the shell's
     status line said."""
-    with served(str(folder), folder.parent / f"server-first-visit-{warm}.log", warm=warm) as app:
+    with served(source, logs / f"server-first-visit-{warm}.log", warm=warm) as app:
         context = await browser.new_context(viewport=VIEWPORT)
         page = await context.new_page()
         status = page.locator(".status-line")
@@ -105,14 +106,15 @@ async def first_visit(browser: Browser, folder: Path, warm: bool, n_default: int
     return shell, figure, said
 
 
-async def first_visits(browser: Browser, folder: Path, repeats: int, n_default: int) -> dict[tuple, list[float]]:
+async def first_visits(browser: Browser, source: str, logs: Path, repeats: int,
+                       n_default: int) -> dict[tuple, list[float]]:
     """Each first-visit measurement ``repeats`` times, each on a fresh server, with and without --warm; prints
     what the shell said first."""
     times, said = defaultdict(list), Counter()
     for _ in range(repeats):
         for warm in (False, True):
             flag = "--warm" if warm else "no --warm"
-            shell, figure, status = await first_visit(browser, folder, warm, n_default)
+            shell, figure, status = await first_visit(browser, source, logs, warm, n_default)
             times[(f"first visit, {flag}: shell shown", n_default)].append(shell)
             times[(f"first visit, {flag}: first figure drawn", n_default)].append(figure)
             said[f"{flag}: {status!r}"] += 1
@@ -121,8 +123,10 @@ async def first_visits(browser: Browser, folder: Path, repeats: int, n_default: 
     return times
 
 
-async def runs_and_tabs(browser: Browser, url: str, lengths: list[int], repeats: int) -> dict[tuple, list[float]]:
-    """Run -> Norms & sinks updated at each length, and after the longest, each other tab's click -> drawn."""
+async def runs_and_tabs(browser: Browser, url: str, lengths: list[int], repeats: int,
+                        tabs_at: int) -> dict[tuple, list[float]]:
+    """Run -> Norms & sinks updated at each length, and after a run of about ``tabs_at`` tokens, each other tab's
+    click -> drawn (the tab's first visit after that run; the first repeat is also its first visit ever)."""
     times = defaultdict(list)
     context = await browser.new_context(viewport=VIEWPORT)
     page = await context.new_page()
@@ -141,15 +145,15 @@ async def runs_and_tabs(browser: Browser, url: str, lengths: list[int], repeats:
             shown = n_tokens
         # A hidden tab still shows the last run it drew: each repeat's tab clicks follow a run of a token count
         # that no tab has drawn yet (the longest length minus the repeat), so "drawn" means drawn for this run.
-        n_tokens = max(lengths) - repeat - 1
+        n_tokens = tabs_at - repeat - 1
         await type_prompt(page, repeated_words(n_tokens))
         await run_until_updated(page, NORMS_TAB, n_tokens)
         shown = n_tokens
         for tab in FIGURES_BY_TAB:
             if tab != NORMS_TAB:
-                times[(f"click -> {tab} drawn", max(lengths))].append(await show_tab(page, tab, n_tokens))
+                times[(f"click -> {tab} drawn", tabs_at)].append(await show_tab(page, tab, n_tokens))
             if tab == LENS_TAB:
-                times[("drag the lens to the first tokens -> drawn", max(lengths))].append(
+                times[("drag the lens to the first tokens -> drawn", tabs_at)].append(
                     await drag_lens_to_start(page))
             await wait_until_idle(page)
         await show_tab(page, NORMS_TAB, n_tokens)
@@ -175,14 +179,15 @@ def print_table(times: dict[tuple, list[float]], forward: dict[int, float]) -> N
               f"{median / forward[n_tokens]:>12.1f}x")
 
 
-async def measure(folder: Path, lengths: list[int], repeats: int, n_default: int) -> dict[tuple, list[float]]:
+async def measure(source: str, logs: Path, lengths: list[int], repeats: int, tabs_at: int,
+                  n_default: int) -> dict[tuple, list[float]]:
     async with async_playwright() as playwright:
         browser = await launch_chromium(playwright)
         try:
-            with served(str(folder), folder.parent / "server.log") as app:
-                times = await runs_and_tabs(browser, app.url, lengths, repeats)
+            with served(source, logs / "server.log") as app:
+                times = await runs_and_tabs(browser, app.url, lengths, repeats, tabs_at)
             print(f"server log: {tracebacks_in(app)} tracebacks")
-            times.update(await first_visits(browser, folder, repeats, n_default))
+            times.update(await first_visits(browser, source, logs, repeats, n_default))
         finally:
             await browser.close()
     return times
@@ -193,20 +198,27 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 512])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--shape", choices=sorted(MODEL_SHAPES), default="gpt2-small")
+    parser.add_argument("--model", help="serve this model (a name, Hub id or folder) instead of a random --shape, "
+                                        "e.g. HuggingFaceTB/SmolLM2-135M-Instruct")
+    parser.add_argument("--tabs-at", type=int, help="token count of the run before the tab clicks (default: the "
+                                                    "longest length)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
                         help="torch threads here and in the server")
     arguments = parser.parse_args()
     torch.set_num_threads(arguments.threads)
     os.environ["OMP_NUM_THREADS"] = str(arguments.threads)  # the server inherits this process's environment
+    tabs_at = arguments.tabs_at or max(arguments.lengths)
     with tempfile.TemporaryDirectory() as scratch:
-        folder = save_gpt2_shaped(Path(scratch) / arguments.shape, arguments.shape)
-        prompts = [DEFAULT_PROMPT, *(repeated_words(n_tokens) for n_tokens in arguments.lengths)]
-        forward = plain_forward_seconds(folder, prompts, arguments.repeats)
-        if [forward[prompt][0] for prompt in prompts[1:]] != arguments.lengths:
+        source = arguments.model or str(save_gpt2_shaped(Path(scratch) / arguments.shape, arguments.shape))
+        lengths = sorted({*arguments.lengths, tabs_at})
+        prompts = [DEFAULT_PROMPT, *(repeated_words(n_tokens) for n_tokens in lengths)]
+        forward = plain_forward_seconds(source, prompts, arguments.repeats)
+        if [forward[prompt][0] for prompt in prompts[1:]] != lengths:
             raise ValueError("'word word …' prompts did not give the requested token counts")
-        print(f"{arguments.shape}-shaped random GPT-2, torch {torch.__version__}, {arguments.threads} threads, "
-              f"median of {arguments.repeats}", flush=True)
-        times = asyncio.run(measure(folder, arguments.lengths, arguments.repeats, forward[DEFAULT_PROMPT][0]))
+        print(f"{arguments.model or arguments.shape + '-shaped random GPT-2'}, torch {torch.__version__}, "
+              f"{arguments.threads} threads, median of {arguments.repeats}", flush=True)
+        times = asyncio.run(measure(source, Path(scratch), arguments.lengths, arguments.repeats, tabs_at,
+                                    forward[DEFAULT_PROMPT][0]))
     print_table(times, dict(forward.values()))
 
 

@@ -28,10 +28,10 @@ KIND_COLORS = {"embeddings": "#7f7f7f", "attention": "#ff7f0e", "MLP": "#2ca02c"
 # The bars outside the blocks: where each is drawn, and the diagram part whose card explains it. Before block 0 of
 # the Llama family, layers.0.layer_input is the token embeddings.
 OUTSIDE_BLOCKS = {
-    "token_embeddings": (("embeddings", "token"), "token_embeddings"),
-    "position_embeddings": (("embeddings", "position"), "position_embeddings"),
-    "layers.0.layer_input": (("embeddings", "token"), "token_embeddings"),
-    FINAL_NORM_BIAS: (("final norm", "bias"), "final_norm"),
+    "token_embeddings": (("emb", "token"), "token_embeddings"),
+    "position_embeddings": (("emb", "position"), "position_embeddings"),
+    "layers.0.layer_input": (("emb", "token"), "token_embeddings"),
+    FINAL_NORM_BIAS: (("norm", "bias"), "final_norm"),
 }
 
 
@@ -53,13 +53,23 @@ def part_of(label: str) -> str:
 
 
 def axis_factor(label: str) -> tuple[str, str]:
-    """A bar's place on the axis, grouped and short: ``layers.3.attention_output.head_5`` -> ("block 3", "head 5")."""
+    """A bar's place on the axis, grouped by block and short: ``layers.3.attention_output.head_5`` -> ("3", "head
+    5"); the embeddings are "emb" and the final norm's bias "norm"."""
     if label in OUTSIDE_BLOCKS:
         return OUTSIDE_BLOCKS[label][0]
     _, layer, value, *head = label.split(".")
     if head:
-        return f"block {layer}", "attn bias" if head[0] == "bias" else head[0].replace("_", " ")
-    return f"block {layer}", "attention" if value == "attention_output" else "MLP"
+        return layer, "attn bias" if head[0] == "bias" else head[0].replace("_", " ")
+    return layer, "attention" if value == "attention_output" else "MLP"
+
+
+def name_bars_on_axis(fig, per_head: bool) -> None:
+    """Per head, each bar names its head under its block; per block, the colours and the legend say which bar is
+    the attention and which the MLP, and only the block numbers are written (61 names on a 30-block model's axis
+    ran into one unreadable band)."""
+    fig.xaxis.major_label_text_font_size = "13px" if per_head else "0px"
+    fig.xaxis.axis_label = ("block, and one bar per head" if per_head else
+                            "block (two bars each: attention, then MLP; colours in the legend)")
 
 
 def attribution_figure() -> tuple:
@@ -70,8 +80,8 @@ def attribution_figure() -> tuple:
     bars = fig.vbar(x="x", top="term", width=0.8, source=source, color="color", line_color=None)
     fig.add_tools(TapTool(renderers=[bars]),
                   HoverTool(renderers=[bars], tooltips=[("value", "@label"), ("term", "@term{0.0000}")]))
-    fig.add_layout(Legend(items=[LegendItem(label={"field": "kind"}, renderers=[bars])], label_text_font_size="15px"),
-                   "right")
+    fig.add_layout(Legend(items=[LegendItem(label={"field": "kind"}, renderers=[bars])], label_text_font_size="15px",
+                          orientation="horizontal"), "above")
     fig.xaxis.major_label_orientation = "vertical"
     fig.xaxis.group_text_font_size = "15px"
     fig.yaxis.axis_label = "term in the logit"
@@ -144,6 +154,7 @@ class AttributionView(TabView):
         self.bars.data = {"x": factors, "label": labels, "term": terms, "kind": kinds,
                           "color": [KIND_COLORS[k] for k in kinds]}
         self.figure.width = max(WIDE, BAR_PIXELS * len(labels))
+        name_bars_on_axis(self.figure, self.per_head)
         self.figure.title.text = (f"Direct logit attribution of {visible_token(attribution.target_token)} at position "
                                   f"{attribution.position} · {run.seq_len} tokens")
         self.check.object = sum_check(attribution, float(terms.sum()))

@@ -14,8 +14,10 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
 from bokeh.palettes import Pastel1_9
 
 from model_backend.families import Family
+from model_backend.part_descriptions import PartDescription
 
-from .diagram_parts import FRAME_HEIGHT, FRAME_LEFT, FRAME_RIGHT, STREAM_X, Part, diagram_parts, open_block_top, part_at
+from .diagram_parts import (FRAME_HEIGHT, FRAME_LEFT, FRAME_RIGHT, OPEN_BLOCK_GEOMETRY, STREAM_X, Part, diagram_parts,
+                            open_block_top, part_at)
 from .style import readable_figure
 
 KIND_COLORS = {
@@ -26,16 +28,23 @@ KIND_COLORS = {
 }
 
 
-def parts_source(parts: list[Part], family: Family, pinned: list[str], open_layer: int) -> ColumnDataSource:
-    """One row per box: rectangle, label, colour, module path for the hover, and a thick edge when pinned."""
+def parts_source(parts: list[Part], family: Family, pinned: list[str], open_layer: int,
+                 descriptions: dict[str, PartDescription]) -> ColumnDataSource:
+    """One row per box: rectangle, label (the family's name for an open block's part), colour, module path and what
+    the part does for the hover, and a thick edge when pinned."""
     def module_of(part: Part) -> str:
         return family.module_path(part.kind.role, part.layer) or "(none in this family)"
+
+    def label_of(part: Part) -> str:
+        described = descriptions.get(part.kind.key)
+        return described.label if described is not None and part.kind.key in OPEN_BLOCK_GEOMETRY else part.label
 
     return ColumnDataSource({
         "x": [p.x for p in parts], "y": [p.y for p in parts],
         "width": [p.width for p in parts], "height": [p.height for p in parts],
-        "label": [p.label for p in parts], "part": [p.id for p in parts],
+        "label": [label_of(p) for p in parts], "part": [p.id for p in parts],
         "module": [module_of(p) for p in parts], "reads": [", ".join(p.full_names()) for p in parts],
+        "what": [descriptions[p.kind.key].what if p.kind.key in descriptions else "" for p in parts],
         "color": [KIND_COLORS[p.kind.key] for p in parts],
         "edge": edge_widths([p.id for p in parts], pinned, open_layer),
     }, name="block_diagram_parts")
@@ -47,27 +56,28 @@ def edge_widths(part_ids: list[str], pinned: list[str], open_layer: int) -> list
 
 
 def block_diagram(family: Family, n_layers: int, open_layer: int, pinned: list[str] = (),
-                  on_pick: Callable[[str], None] | None = None):
-    """The diagram as a Bokeh figure named ``block_diagram``; ``on_pick(part_id)`` runs on a click on a box."""
+                  on_pick: Callable[[str], None] | None = None, descriptions: dict[str, PartDescription] | None = None):
+    """The diagram as a Bokeh figure named ``block_diagram``; ``on_pick(part_id)`` runs on a click on a box;
+    ``descriptions`` (by part kind) name the open block's parts and say what each does on hover."""
     has_positions = family.module_path("embed_positions") is not None
     parts = diagram_parts(n_layers, open_layer, has_positions)
     n_rows = n_layers + 3 + has_positions
     top = open_block_top(n_rows, open_layer + 1 + has_positions)
     bottom = min(-(n_rows - 1) - 0.6, top - FRAME_HEIGHT - 0.2)
     fig = readable_figure(name="block_diagram", width=520, height=560, tools="save",
-                          title=f"{family.name}: {n_layers} blocks · click a box to pin its card",
+                          title=f"{family.name} architecture, {n_layers} blocks · click a box for its card",
                           x_range=Range1d(-1.0, 6.3), y_range=Range1d(bottom, 0.9))
     fig.axis.visible = False
     fig.grid.visible = False
     fig.outline_line_color = None
     draw_open_block_frame(fig, parts, open_layer, top)
-    source = parts_source(parts, family, list(pinned), open_layer)
+    source = parts_source(parts, family, list(pinned), open_layer, descriptions or {})
     boxes = fig.rect("x", "y", "width", "height", source=source, fill_color="color", line_color="#333333",
                      line_width="edge")
     fig.text("x", "y", text="label", source=source, text_align="center", text_baseline="middle",
              text_font_size="15px")
     fig.add_tools(HoverTool(renderers=[boxes], tooltips=[("part", "@label"), ("module", "@module"),
-                                                         ("reads", "@reads")]),
+                                                         ("reads", "@reads"), ("what", "@what")]),
                   TapTool(renderers=[boxes], behavior="inspect"))
     if on_pick is not None:
         def pick(event):

@@ -12,6 +12,7 @@ from bokeh.models import ColumnDataSource
 from model_backend.families import Family
 from model_backend.names import split_full_name
 from model_backend.norms import SinkReport
+from model_backend.part_descriptions import PartDescription
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
@@ -75,8 +76,11 @@ class PartCard:
     """The card of one pinned part: what it reads, where, under which names and hooks, with live figures that a new
     run updates in place."""
 
-    def __init__(self, part_id: str, family: Family, n_layers: int, on_close: Callable[[str], None]):
+    def __init__(self, part_id: str, family: Family, n_layers: int, on_close: Callable[[str], None],
+                 descriptions: dict[str, PartDescription] | None = None):
         kind, layer = parse_part_id(part_id, n_layers)
+        described = (descriptions or {}).get(kind.key)
+        self.what = f"<p class='card-what'>{html.escape(described.what)}</p>" if described is not None else ""
         self.part_id, self.family, self.kind, self.layer = part_id, family, kind, layer
         self.full_names = [f"layers.{layer}.{name}" if kind.per_layer else name for name in kind.value_names]
         module = family.module_path(kind.role, layer) or "(none in this family)"
@@ -95,7 +99,7 @@ class PartCard:
                                         "background": "white"})
 
     def header(self, title: str, module: str, run: Run | None) -> str:
-        return (f"<h3>{html.escape(title)}</h3><p>module <code>{html.escape(module)}</code></p>"
+        return (f"<h3>{html.escape(title)}</h3>{self.what}<p>module <code>{html.escape(module)}</code></p>"
                 + value_rows(self.full_names, self.family, run))
 
     def shows(self, run: Run, sinks: SinkReport | None) -> bool:

@@ -27,6 +27,11 @@ def model_report(outcomes: list[tuple[str, bool, str]]) -> str:
     return f"{none_loaded}<p>Configured models:</p><ul class='model-report'>{items}</ul>"
 
 
+def bos_label(bos_token: str) -> str:
+    """The BOS switch names the token it prepends (a checkbox label is text, not HTML)."""
+    return f"prepend BOS {bos_token}" if bos_token else "prepend BOS"
+
+
 def status_line(status: str, busy: str) -> str:
     return f"<p class='status-line'>{html.escape(busy or status)}</p>"
 
@@ -48,7 +53,7 @@ def sidebar_controls(state: ExplorerState, npz_file: Callable) -> list:
     return [
         pn.widgets.Select.from_param(state.param.model, width=SIDEBAR_WIDTH - 20),
         prompt,
-        pn.Row(run, pn.widgets.Checkbox.from_param(state.param.bos, label="prepend BOS")),
+        pn.Row(run, pn.widgets.Checkbox.from_param(state.param.bos, label=pn.bind(bos_label, state.param.bos_token))),
         pn.widgets.IntInput.from_param(state.param.layer, width=120),
         progress,
         pn.pane.HTML(pn.bind(status_line, state.param.status, state.param.busy), width=SIDEBAR_WIDTH - 20),

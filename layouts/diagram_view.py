@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import panel as pn
 
+from model_backend.part_descriptions import part_descriptions
+
 from .block_diagram import block_diagram, edge_widths
 from .cards import PartCard
 from .diagram_parts import parse_part_id
@@ -22,6 +24,7 @@ class DiagramView(TabView):
         self.diagram = pn.pane.Bokeh()
         self.drawn_for = None
         self.cards: dict[str, PartCard] = {}
+        self.descriptions = {}
         self.hint = pn.pane.Markdown("The diagram appears once a model has run a prompt.", width=400)
         self.card_column = pn.Column(scroll=True, height=600, width=460)
 
@@ -43,7 +46,9 @@ class DiagramView(TabView):
         if drawn_for != self.drawn_for:
             self.drawn_for = drawn_for
             self.cards.clear()
-            self.diagram.object = block_diagram(family, run.n_layers, layer, self.state.pinned, self.pin)
+            self.descriptions = part_descriptions(family.name, run.n_heads, run.n_kv_heads)
+            self.diagram.object = block_diagram(family, run.n_layers, layer, self.state.pinned, self.pin,
+                                                self.descriptions)
             self.parts = self.diagram.object.select_one({"name": "block_diagram_parts"})
         else:
             edges = edge_widths(self.parts.data["part"], self.state.pinned, layer)
@@ -55,7 +60,8 @@ class DiagramView(TabView):
     def show_cards(self, run) -> None:
         """Keep one card per pinned part, newest first, each filled with the current run."""
         pinned = [p for p in self.state.pinned if parse_part_id(p, run.n_layers) is not None]
-        self.cards = {p: self.cards.get(p) or PartCard(p, self.state.family, run.n_layers, self.unpin) for p in pinned}
+        self.cards = {p: self.cards.get(p) or PartCard(p, self.state.family, run.n_layers, self.unpin,
+                                                       self.descriptions) for p in pinned}
         for card in self.cards.values():
             if not card.shows(run, self.state.sinks):
                 card.show(run, self.state.sinks)

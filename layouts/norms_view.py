@@ -17,7 +17,8 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, token_axis_labels
+from .style import (add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, spaced_ticks,
+                    token_axis_labels)
 from .tab_view import TabView
 
 
@@ -57,8 +58,9 @@ def sink_labels(sinks: SinkReport, norms: np.ndarray) -> dict:
 def sink_summary(run: Run, sinks: SinkReport) -> str:
     """Plain words: which positions are sinks, their measured signals, or that none was found."""
     if not sinks.sinks:
-        hint = (" This small demo model may not form one; GPT-2 shows a strong sink at position 0."
-                if "demo" in run.model_name else "")
+        hint = (" demo-gpt2 is too small to have formed one: published work sees sinks form after about a billion "
+                "training tokens, and it saw five million. Switch to SmolLM2-135M-Instruct (or GPT-2) to see a sink at "
+                "position 0." if "demo" in run.model_name else "")
         return f"<p class='sink-summary'><b>No sink detected</b> in this run.{html.escape(hint)}</p>"
     rows = "".join(
         f"<tr><td>{s.position}</td><td><code>{html.escape(visible_token(s.token))}</code></td>"
@@ -120,11 +122,12 @@ class NormsView(TabView):
         show_matrix(self.heatmap_image, norms)
         cells_range(self.heatmap.x_range, n)
         cells_range(self.heatmap.y_range, len(labels))
-        show_ticks(self.heatmap.yaxis, range(len(labels)))
+        show_ticks(self.heatmap.yaxis, spaced_ticks(len(labels)))
         self.heatmap.yaxis.major_label_overrides = dict(enumerate(labels))
         self.heatmap.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+        above_range = self.skip_first_in_colors and n > 1 and norms[:, 0].max() > scaled.max()
         self.heatmap.title.text = (f"Residual norm per boundary and position · {n} tokens"
-                                   + (" · magenta: above the range" if self.skip_first_in_colors else ""))
+                                   + (" · magenta: position 0, above the colour range" if above_range else ""))
         positions = np.arange(n)
         self.lines_data.data = {"xs": [positions] * len(labels), "ys": list(norms), "boundary": labels,
                                 "color": viridis(len(labels))}

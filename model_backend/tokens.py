@@ -67,14 +67,31 @@ def target_token_id(loaded: LoadedModel, text: str) -> int | None:
     return ids[0] if ids else None
 
 
-def check_fits(loaded: LoadedModel, n_tokens: int) -> None:
-    """Refuse a sequence the model has no positions for, before it fails deep inside (GPT-2's wpe lookup)."""
+def top_prediction(loaded: LoadedModel, run, position: int = -1) -> str:
+    """The token the model ranks first after ``position`` of a run (by default the next token), as text."""
+    return loaded.tokenizer.decode([int(run.logits_at([position])[0].argmax())])
+
+
+def target_or_top_prediction(loaded: LoadedModel, run, target: str) -> str:
+    """The typed target, or the model's own next-token prediction when the box is empty."""
+    return target if target else top_prediction(loaded, run)
+
+
+def check_fits(loaded: LoadedModel, n_tokens: int, max_tokens: int | None = None) -> None:
+    """Refuse a sequence the model has no positions for, before it fails deep inside (GPT-2's wpe lookup), or one
+    longer than a caller's own limit (the page's: the notebook and the export read up to the model's positions)."""
     if n_tokens == 0:
         raise PromptError("there are no tokens to run")
     if n_tokens > loaded.max_positions:
         raise PromptError(
             f"the prompt is {n_tokens} tokens long, but {loaded.display_name} reads at most "
             f"{loaded.max_positions} positions: shorten it"
+        )
+    if max_tokens is not None and n_tokens > max_tokens:
+        raise PromptError(
+            f"the prompt is {n_tokens} tokens long; this page runs at most {max_tokens:,} tokens "
+            f"({loaded.display_name} reads up to {loaded.max_positions:,}): shorten it, or capture it from Python "
+            "or with `python -m model_backend export` (see the README)"
         )
 
 

