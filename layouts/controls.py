@@ -35,6 +35,10 @@ def error_line(message: str) -> str:
     return f"<p class='error-line'>⚠ {html.escape(message)}</p>" if message else ""
 
 
+def url_note_line(note: str) -> str:
+    return f"<p class='url-note'>Link: {html.escape(note)}.</p>" if note else ""
+
+
 def sidebar_controls(state: ExplorerState, npz_file: Callable) -> list:
     """The sidebar's widgets, all bound to ``state``; Enter in the prompt box runs like the button."""
     prompt = pn.widgets.TextInput.from_param(state.param.prompt, width=SIDEBAR_WIDTH - 20,
@@ -53,6 +57,7 @@ def sidebar_controls(state: ExplorerState, npz_file: Callable) -> list:
         progress,
         pn.pane.HTML(pn.bind(status_line, state.param.status, state.param.busy), width=SIDEBAR_WIDTH - 20),
         pn.pane.HTML(pn.bind(error_line, state.param.message), width=SIDEBAR_WIDTH - 20),
+        pn.pane.HTML(pn.bind(url_note_line, state.param.url_note), width=SIDEBAR_WIDTH - 20),
         download,
         pn.pane.HTML(pn.bind(model_report, state.param.model_outcomes), width=SIDEBAR_WIDTH - 20),
     ]

@@ -58,3 +58,4 @@ class ExplorerState(param.Parameterized):
     status = param.String(default="", doc="model, token count and time of the last run")
     busy = param.String(default="", doc="what is being computed now; empty when idle")
     message = param.String(default="", doc="the last error, shown until the next success")
+    url_note = param.String(default="", doc="what of the page's link could not be used, and what is used instead")

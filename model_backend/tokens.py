@@ -12,6 +12,9 @@ if TYPE_CHECKING:  # loading imports transformers, which a page that only draws 
     from .loading import LoadedModel
 
 SURROGATE = re.compile("[\ud800-\udfff]")
+# The prompt box holds 200,000 UTF-16 code units, at most 3 bytes of UTF-8 each; a longer text is refused before the
+# tokenizer reads it (a 10 MB prompt took 20 s and 1.7 GB to tokenize).
+PROMPT_MAX_BYTES = 600_000
 # Characters a label would hide or that would reorder the text around them: controls, format marks (RTL marks,
 # zero-width joiners), surrogates, and the line and paragraph separators.
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
@@ -42,8 +45,12 @@ def encode_prompt(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> lis
 
 
 def check_text(prompt: str) -> None:
-    """Refuse a prompt with nothing to read, or with a surrogate code point, which no UTF-8 text can hold
-    (a browser can send one: half of an emoji)."""
+    """Refuse a prompt with nothing to read, one over ``PROMPT_MAX_BYTES``, or with a surrogate code point, which
+    no UTF-8 text can hold (a browser can send one: half of an emoji)."""
+    n_bytes = len(prompt.encode("utf-8", "surrogatepass"))
+    if n_bytes > PROMPT_MAX_BYTES:
+        raise PromptError(f"the prompt is {n_bytes:,} bytes of UTF-8, over the limit of {PROMPT_MAX_BYTES:,}: "
+                          "shorten it")
     if not prompt:
         raise PromptError("the prompt is empty: type some text to run")
     if prompt.isspace():

@@ -114,5 +114,5 @@ def explorer(models: LoadedModel | str | Sequence[str]) -> pn.Row:
         outcomes = [shared_model(source) for source in ([models] if isinstance(models, str) else models)]
     session = ExplorerSession([outcome.source for outcome in outcomes])
     session.outcomes = outcomes
-    session.state.model = session.offer_loaded(None)  # the controller switches to it and runs the prompt
+    session.offer_loaded(None)  # the state's model watcher switches to it and runs the prompt
     return explorer_inline(session.state, session.npz_file)
