@@ -54,4 +54,4 @@ if pn.state.curdoc is not None and pn.state.curdoc.session_context:  # a served 
     # Bound now: the script's globals are gone by the time a session is destroyed.
     pn.state.curdoc.on_session_destroyed(lambda _context, closed=session: closed.stop_jobs())
 
-explorer_page(state, session.npz_file).servable()
+explorer_page(state).servable()

@@ -115,4 +115,4 @@ def explorer(models: LoadedModel | str | Sequence[str]) -> pn.Row:
     session = ExplorerSession([outcome.source for outcome in outcomes])
     session.outcomes = outcomes
     session.offer_loaded(None)  # the state's model watcher switches to it and runs the prompt
-    return explorer_inline(session.state, session.npz_file)
+    return explorer_inline(session.state)

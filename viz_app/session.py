@@ -8,7 +8,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from io import BytesIO
 
 import numpy as np
 
@@ -26,7 +25,6 @@ from model_backend import (
     joined_lens,
     logit_lens,
     scaled_logprob,
-    write_npz,
 )
 from model_backend.tokens import encode_prompt, target_token_id, token_strings
 
@@ -43,6 +41,7 @@ from .lens_reading import (
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
 from .model_names import outcome_rows, source_label
 from .models import ModelOutcome, shared_model
+from .npz_download import new_npz_path, npz_link, remove_npz, serve_downloads, write_npz_file
 from .prompt_limits import check_page_token_limit
 from .publishing import Publisher
 
@@ -100,6 +99,8 @@ class ExplorerSession:
         self.state.param.watch(self.launcher(self.read_lens), "lens_requested")
         self.state.param.watch(self.launcher(self.sweep), "sweep_requested")
         self.state.param.watch(self.launcher(self.read_attribution), "attribution_requested")
+        self.state.param.watch(self.launcher(self.prepare_npz), "npz_requested")
+        self.npz_path = None
         self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "attribution_target"])
         self.state.param.watch(self.forget_target_results, ["target", "raw_lens", "alpha"])
 
@@ -163,7 +164,7 @@ class ExplorerSession:
             run = analysis.run
             self.publisher.update(
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
-                pattern=None,
+                pattern=None, npz_link="",
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
                                    f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
@@ -217,6 +218,7 @@ class ExplorerSession:
         """Stop every running lens read and sweep at its next step (the page was closed)."""
         for kind in list(self._latest_job):
             self.start_job(kind)
+        remove_npz(self.npz_path)
         log.info("a page closed: its lens read and sweep stop")
 
     def is_current(self, kind: str, job: int, run: Run) -> bool:
@@ -360,10 +362,14 @@ class ExplorerSession:
                 report_failure(self.publisher, error)
                 return None
 
-    def npz_file(self):
-        """The last run in the backend's NPZ format, for the download button."""
-        buffer = BytesIO()
-        if self.loaded is not None and self.state.run is not None:
-            write_npz(self.loaded, self.state.run, buffer)
-        buffer.seek(0)
-        return buffer
+    async def prepare_npz(self) -> None:
+        """Write the last run as NPZ off the event loop to a file of this page's, then offer its link."""
+        run, loaded = self.state.run, self.loaded
+        if run is None or loaded is None:
+            return
+        path = await self.in_worker("Writing the run's NPZ file…", write_npz_file, loaded, run, new_npz_path())
+        if path is not None:
+            remove_npz(self.npz_path)
+            self.npz_path = path
+            self.publisher.update(npz_link=npz_link(path, serve_downloads(self.publisher.document)),
+                                  npz_megabytes=path.stat().st_size / 1e6)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from importlib import import_module
-from io import BytesIO
 
 from layouts.state import ExplorerState
 
@@ -32,7 +31,3 @@ class DeferredSession:
         """Stop the controller's long jobs once the page is closed: nobody will see them."""
         if self.session is not None:
             self.session.stop_jobs()
-
-    def npz_file(self) -> BytesIO:
-        """The last run as NPZ for the download button (empty until the controller exists)."""
-        return self.session.npz_file() if self.session is not None else BytesIO()
