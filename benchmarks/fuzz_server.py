@@ -71,9 +71,17 @@ class LivenessProbe(threading.Thread):
     def run(self) -> None:
         while self.running:
             started = time.perf_counter()
-            urllib.request.urlopen(self.url, timeout=60).read()
+            try:
+                urllib.request.urlopen(self.url, timeout=60).read()
+            except OSError:
+                return  # the server stopped
             self.longest = max(self.longest, time.perf_counter() - started)
             time.sleep(0.02)
+
+
+def query(state: dict[str, str]) -> str:
+    """The state as a URL query; a lone surrogate becomes bytes that are not UTF-8, as a hostile client sends."""
+    return urlencode(state, errors="surrogatepass")
 
 
 def fetch(url: str) -> tuple[int, str]:
@@ -106,14 +114,14 @@ def main() -> None:
     try:
         started = time.perf_counter()
         for state in states:
-            status, body = fetch(f"{app.url}?{urlencode(state)}")
+            status, body = fetch(f"{app.url}?{query(state)}")
             refused += status != 200
             blank += status == 200 and "Bokeh" not in body
         fetched_seconds = time.perf_counter() - started
         time.sleep(20)  # the fetched pages' sessions expire unconnected (15 s)
         before = rss_mib(process.pid)
         for state in states[:ABANDONED_SESSIONS]:
-            fetch(f"{app.url}?{urlencode(state)}")
+            fetch(f"{app.url}?{query(state)}")
         after = rss_mib(process.pid)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -121,7 +129,7 @@ def main() -> None:
                 page = browser.new_page()
                 dialogs = []
                 page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-                page.goto(f"{app.url}?{urlencode(state)}")
+                page.goto(f"{app.url}?{query(state)}")
                 page.locator(".status-line").filter(has_text="tokens").or_(page.locator(".error-line")).first.wait_for(
                     timeout=60_000)
                 page.wait_for_timeout(500)
