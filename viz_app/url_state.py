@@ -129,4 +129,4 @@ def keep_choices_in_url(state: ExplorerState) -> None:
     choices, notes = url_choices(pn.state.session_args)
     state.param.update(**choices, url_note="; ".join(notes))
     location.search = url_query(state)
-    state.param.watch(lambda _event: setattr(location, "search", url_query(state)), list(URL_KEYS))
+    state.param.watch(lambda *_events: setattr(location, "search", url_query(state)), list(URL_KEYS))
