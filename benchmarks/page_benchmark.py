@@ -84,7 +84,8 @@ def plain_forward_seconds(source: str, prompts: list[str], repeats: int) -> dict
     return forward
 
 
-async def first_visit(browser: Browser, source: str, logs: Path, warm: bool, n_default: int) -> tuple[float, float, str]:
+async def first_visit(browser: Browser, source: str, logs: Path, warm: bool,
+                      n_default: int) -> tuple[float, float, str]:
     """Seconds from goto to the page shell and to the first drawn figure on a fresh server, and what the shell's
     status line said."""
     with served(source, logs / f"server-first-visit-{warm}.log", warm=warm) as app:

@@ -4,8 +4,6 @@ the NPZ export."""
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
-
 import panel as pn
 
 from .state import ExplorerState
@@ -40,16 +38,25 @@ def error_line(message: str) -> str:
     return f"<p class='error-line'>⚠ {html.escape(message)}</p>" if message else ""
 
 
-def sidebar_controls(state: ExplorerState, npz_file: Callable) -> list:
+def url_note_line(note: str) -> str:
+    return f"<p class='url-note'>Link: {html.escape(note)}.</p>" if note else ""
+
+
+def npz_link_line(link: str, megabytes: float) -> str:
+    """The prepared NPZ as a link that saves it (the server streams it from a file)."""
+    return (f"<p class='npz-link'><a href='{html.escape(link)}' download='run.npz'>Save run.npz "
+            f"({megabytes:,.1f} MB)</a></p>" if link else "")
+
+
+def sidebar_controls(state: ExplorerState) -> list:
     """The sidebar's widgets, all bound to ``state``; Enter in the prompt box runs like the button."""
     prompt = pn.widgets.TextInput.from_param(state.param.prompt, width=SIDEBAR_WIDTH - 20,
                                              max_length=PROMPT_MAX_CHARACTERS, placeholder="Type a prompt, press Enter")
     prompt.param.watch(lambda _event: state.param.trigger("run_requested"), "enter_pressed")
     run = pn.widgets.Button.from_param(state.param.run_requested, color="primary", width=120)
     progress = pn.indicators.Progress(active=True, width=SIDEBAR_WIDTH - 20, visible=state.param.busy.rx.bool())
-    download = pn.widgets.FileDownload(callback=npz_file, filename="run.npz", label="Download the run (NPZ)",
-                                       color="light", width=SIDEBAR_WIDTH - 20, embed=False,
-                                       disabled=state.param.run.rx.is_(None))
+    download = pn.widgets.Button.from_param(state.param.npz_requested, color="light", width=SIDEBAR_WIDTH - 20,
+                                            disabled=state.param.run.rx.is_(None))
     return [
         pn.widgets.Select.from_param(state.param.model, width=SIDEBAR_WIDTH - 20),
         prompt,
@@ -58,6 +65,8 @@ def sidebar_controls(state: ExplorerState, npz_file: Callable) -> list:
         progress,
         pn.pane.HTML(pn.bind(status_line, state.param.status, state.param.busy), width=SIDEBAR_WIDTH - 20),
         pn.pane.HTML(pn.bind(error_line, state.param.message), width=SIDEBAR_WIDTH - 20),
+        pn.pane.HTML(pn.bind(url_note_line, state.param.url_note), width=SIDEBAR_WIDTH - 20),
         download,
+        pn.pane.HTML(pn.bind(npz_link_line, state.param.npz_link, state.param.npz_megabytes), width=SIDEBAR_WIDTH - 20),
         pn.pane.HTML(pn.bind(model_report, state.param.model_outcomes), width=SIDEBAR_WIDTH - 20),
     ]

@@ -85,7 +85,7 @@ def parse_part_id(part_id_text: str, n_layers: int) -> tuple[PartKind, int | Non
         return None
     if not kind.per_layer:
         return kind, None
-    if not layer_text.isdigit() or int(layer_text) >= n_layers:
+    if not (layer_text.isascii() and layer_text.isdigit()) or int(layer_text) >= n_layers:
         return None
     return kind, int(layer_text)
 

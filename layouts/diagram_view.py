@@ -58,8 +58,9 @@ class DiagramView(TabView):
         self.hint.object = "" if self.cards else "Click a box in the diagram to pin its card here."
 
     def show_cards(self, run) -> None:
-        """Keep one card per pinned part, newest first, each filled with the current run."""
-        pinned = [p for p in self.state.pinned if parse_part_id(p, run.n_layers) is not None]
+        """Keep one card per pinned part, newest first, each filled with the current run (a part pinned twice has
+        one card)."""
+        pinned = [p for p in dict.fromkeys(self.state.pinned) if parse_part_id(p, run.n_layers) is not None]
         self.cards = {p: self.cards.get(p) or PartCard(p, self.state.family, run.n_layers, self.unpin,
                                                        self.descriptions) for p in pinned}
         for card in self.cards.values():

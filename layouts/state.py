@@ -45,6 +45,7 @@ class ExplorerState(param.Parameterized):
     attribution_requested = param.Event(doc="attribute the run's logit (asked by its view once shown)")
     pattern_requested = param.Event(doc="recompute block ``layer``'s attention pattern (asked by its view once shown)")
     sweep_requested = param.Event(label="Scale each block", doc="run the scaling intervention")
+    npz_requested = param.Event(label="Prepare the run's NPZ", doc="write the last run as NPZ for download")
 
     model_outcomes = param.List(default=[], doc="(name, loaded, origin or reason) for every configured model")
     family = param.Parameter(default=None, doc="the model's Family: module paths for the cards")
@@ -60,3 +61,6 @@ class ExplorerState(param.Parameterized):
     status = param.String(default="", doc="model, token count and time of the last run")
     busy = param.String(default="", doc="what is being computed now; empty when idle")
     message = param.String(default="", doc="the last error, shown until the next success")
+    npz_link = param.String(default="", doc="where the browser fetches the last run's NPZ; empty until prepared")
+    npz_megabytes = param.Number(default=0.0, doc="the NPZ file's size")
+    url_note = param.String(default="", doc="what of the page's link could not be used, and what is used instead")

@@ -25,17 +25,14 @@ CAPTURED_LAYER_VALUES = tuple(v for v in LAYER_VALUES if v.name != "attention_pr
 CAPTURED_MODEL_VALUES = tuple(v for v in MODEL_VALUES if v.name != "logits")
 
 
-def capture_run(loaded: LoadedModel, prompt: str, *, bos: bool = False, max_tokens: int | None = None) -> Run:
-    """Run ``prompt`` through the model once and return every standardized value it computed (refusing more than
-    ``max_tokens`` tokens, where the caller sets a limit of its own below the model's positions)."""
-    return capture_token_ids(loaded, encode_prompt(loaded, prompt, bos=bos), prompt=prompt, bos=bos,
-                             max_tokens=max_tokens)
+def capture_run(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> Run:
+    """Run ``prompt`` through the model once and return every standardized value it computed."""
+    return capture_token_ids(loaded, encode_prompt(loaded, prompt, bos=bos), prompt=prompt, bos=bos)
 
 
-def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str = "", bos: bool = False,
-                      max_tokens: int | None = None) -> Run:
+def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str = "", bos: bool = False) -> Run:
     """The same capture for token ids already made (a benchmark, or a researcher's own tokenization)."""
-    check_fits(loaded, len(token_ids), max_tokens)
+    check_fits(loaded, len(token_ids))
     recorder = _Recorder(loaded, len(token_ids))
     started = time.perf_counter()
     with torch.inference_mode(), recorder.hooked():

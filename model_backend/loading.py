@@ -1,7 +1,8 @@
 """Load a causal LM and its tokenizer by name, Hub id, local folder or the HF cache, ready for capture.
 
-Models load in float32 with eager attention (the only path that exposes the attention pattern), in eval mode, and
-never with ``trust_remote_code``. The architecture is checked from the config before any weight is read.
+Models load in float32 with eager attention (the only path that exposes the attention pattern), in eval mode, from
+safetensors only (a pickle checkpoint can run code when read), and never with ``trust_remote_code``. The
+architecture is checked from the config before any weight is read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from .errors import ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError
+from .errors import ModelLoadError, ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError
 from .families import Family, family_for
 from .model_names import PACKAGE_INDEX_COPIES, SHIPPED_MODELS
 from .package_index import PackageIndexCopy, Progress, prepare, remove_leftovers
@@ -175,14 +176,22 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
     family = family_for(config.model_type)
     for key, value in family.config_overrides.items():
         setattr(config, key, value)
-    model = AutoModelForCausalLM.from_pretrained(
-        reference,
-        config=config,
-        dtype=torch.float32,
-        attn_implementation="eager",
-        local_files_only=local_files_only,
-        trust_remote_code=False,
-    )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            reference,
+            config=config,
+            dtype=torch.float32,
+            attn_implementation="eager",
+            local_files_only=local_files_only,
+            trust_remote_code=False,
+            use_safetensors=True,
+        )
+    except OSError as error:
+        if any(Path(reference).glob("*.bin")) and not any(Path(reference).glob("*.safetensors")):
+            raise ModelLoadError(f"{source!r} has only pickle weights (*.bin), which can run code when read; this "
+                                 "loads safetensors only: convert it with save_pretrained(..., "
+                                 "safe_serialization=True)") from error
+        raise
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
     return LoadedModel(source=source, origin=origin, model=model, tokenizer=tokenizer, family=family)

@@ -12,6 +12,9 @@ if TYPE_CHECKING:  # loading imports transformers, which a page that only draws 
     from .loading import LoadedModel
 
 SURROGATE = re.compile("[\ud800-\udfff]")
+# The prompt box holds 200,000 UTF-16 code units, at most 3 bytes of UTF-8 each; a longer text is refused before the
+# tokenizer reads it (a 10 MB prompt took 20 s and 1.7 GB to tokenize).
+PROMPT_MAX_BYTES = 600_000
 # Characters a label would hide or that would reorder the text around them: controls, format marks (RTL marks,
 # zero-width joiners), surrogates, and the line and paragraph separators.
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
@@ -42,8 +45,12 @@ def encode_prompt(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> lis
 
 
 def check_text(prompt: str) -> None:
-    """Refuse a prompt with nothing to read, or with a surrogate code point, which no UTF-8 text can hold
-    (a browser can send one: half of an emoji)."""
+    """Refuse a prompt with nothing to read, one over ``PROMPT_MAX_BYTES``, or with a surrogate code point, which
+    no UTF-8 text can hold (a browser can send one: half of an emoji)."""
+    n_bytes = len(prompt.encode("utf-8", "surrogatepass"))
+    if n_bytes > PROMPT_MAX_BYTES:
+        raise PromptError(f"the prompt is {n_bytes:,} bytes of UTF-8, over the limit of {PROMPT_MAX_BYTES:,}: "
+                          "shorten it")
     if not prompt:
         raise PromptError("the prompt is empty: type some text to run")
     if prompt.isspace():
@@ -77,21 +84,14 @@ def target_or_top_prediction(loaded: LoadedModel, run, target: str) -> str:
     return target if target else top_prediction(loaded, run)
 
 
-def check_fits(loaded: LoadedModel, n_tokens: int, max_tokens: int | None = None) -> None:
-    """Refuse a sequence the model has no positions for, before it fails deep inside (GPT-2's wpe lookup), or one
-    longer than a caller's own limit (the page's: the notebook and the export read up to the model's positions)."""
+def check_fits(loaded: LoadedModel, n_tokens: int) -> None:
+    """Refuse a sequence the model has no positions for, before it fails deep inside (GPT-2's wpe lookup)."""
     if n_tokens == 0:
         raise PromptError("there are no tokens to run")
     if n_tokens > loaded.max_positions:
         raise PromptError(
             f"the prompt is {n_tokens} tokens long, but {loaded.display_name} reads at most "
             f"{loaded.max_positions} positions: shorten it"
-        )
-    if max_tokens is not None and n_tokens > max_tokens:
-        raise PromptError(
-            f"the prompt is {n_tokens} tokens long; this page runs at most {max_tokens:,} tokens "
-            f"({loaded.display_name} reads up to {loaded.max_positions:,}): shorten it, or capture it from Python "
-            "or with `python -m model_backend export` (see the README)"
         )
 
 

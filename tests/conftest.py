@@ -116,13 +116,14 @@ class ServedApp:
 
 
 def serve_app(models: str | None, log_path: Path, *, warm: bool = True, server_options: tuple[str, ...] = (),
-              environment: dict[str, str] | None = None) -> tuple[subprocess.Popen, ServedApp]:
+              port: int | None = None, environment: dict[str, str] | None = None) -> tuple[subprocess.Popen, ServedApp]:
     """Start the server in its own process group on a free port and wait for /liveness.
 
     ``models`` None serves the default list, as ``panel serve viz_app`` does on a fresh clone; ``warm`` loads them
-    before the first visitor; ``server_options`` go to ``panel serve`` as they are; ``environment`` adds variables.
+    before the first visitor; ``server_options`` go to ``panel serve`` as they are; ``port`` is a free one unless
+    given; ``environment`` adds variables.
     """
-    port = free_port()
+    port = port or free_port()
     command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness", *server_options]
     if warm:
         command.append("--warm")

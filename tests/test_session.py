@@ -11,14 +11,8 @@ from conftest import run_coroutine
 
 from model_backend import logit_lens
 from viz_app import session as session_module
-from viz_app.session import (
-    LENS_CHUNK_POSITIONS,
-    LENS_MARGIN_POSITIONS,
-    LENS_TOP_K,
-    ExplorerSession,
-    last_unread,
-    unread_on_screen,
-)
+from viz_app.lens_reading import LENS_CHUNK_POSITIONS, LENS_MARGIN_POSITIONS, LENS_TOP_K, last_unread, unread_on_screen
+from viz_app.session import ExplorerSession
 
 LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens, three lens chunks
 

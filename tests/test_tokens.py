@@ -65,10 +65,3 @@ def test_target_is_its_first_token_and_refuses_a_lone_surrogate(gpt2):
     with pytest.raises(PromptError, match=r"the target holds a lone UTF-16 surrogate, U\+DC00, at character 2 of 2"):
         target_token_id(gpt2, " \udc00")
 
-
-def test_a_caller_limit_below_the_models_positions_refuses_with_both_numbers(gpt2):
-    from model_backend.tokens import check_fits
-
-    check_fits(gpt2, 20, max_tokens=20)
-    with pytest.raises(PromptError, match="21 tokens long; this page runs at most 20 tokens .* reads up to 64"):
-        check_fits(gpt2, 21, max_tokens=20)

@@ -13,10 +13,9 @@ from viz_app.background import BackgroundTasks
 from viz_app.page import explorer_page
 from viz_app.settings import configured_models
 from viz_app.startup import DeferredSession
+from viz_app.url_state import keep_choices_in_url
 
 MODEL_SWITCH_SECONDS = 0.0005
-URL_STATE = {"prompt": "prompt", "model": "model", "bos": "bos", "pinned": "pinned", "layer": "layer",
-             "token": "token", "target": "target"}
 
 pn.extension(raw_css=[(Path(__file__).parent / "static" / "page.css").read_text()])
 
@@ -48,12 +47,11 @@ serve_styles_from_here(pn.state.curdoc)
 logging.getLogger("viz_app").setLevel(logging.INFO)  # the server log notes what each page's session does, as Bokeh's
 
 state = ExplorerState(busy="Starting…")
-if pn.state.location:
-    pn.state.location.sync(state, URL_STATE)
-session = DeferredSession(configured_models(), state)
+session = DeferredSession(configured_models(), state, pn.state.curdoc)
 pn.state.onload(BackgroundTasks().launcher(session.start))
-if pn.state.curdoc is not None and pn.state.curdoc.session_context:  # not the --warm run at start-up
+if pn.state.curdoc is not None and pn.state.curdoc.session_context:  # a served page, not the --warm run at start-up
+    keep_choices_in_url(state)
     # Bound now: the script's globals are gone by the time a session is destroyed.
     pn.state.curdoc.on_session_destroyed(lambda _context, closed=session: closed.stop_jobs())
 
-explorer_page(state, session.npz_file).servable()
+explorer_page(state).servable()

@@ -97,7 +97,8 @@ def attention_view(run: Run, layer: int = 0) -> AttentionView:
     return AttentionView(state)
 
 
-def intervention_view(loaded: LoadedModel, run: Run, target: str = "", alpha: float = DEFAULT_ALPHA) -> InterventionView:
+def intervention_view(loaded: LoadedModel, run: Run, target: str = "",
+                      alpha: float = DEFAULT_ALPHA) -> InterventionView:
     """``target``'s log-probability at the last position when each block's output in turn is scaled by ``alpha``
     (an empty target: the model's top prediction)."""
     target = target_or_top_prediction(loaded, run, target)
@@ -116,5 +117,5 @@ def explorer(models: LoadedModel | str | Sequence[str]) -> pn.Row:
         outcomes = [shared_model(source) for source in ([models] if isinstance(models, str) else models)]
     session = ExplorerSession([outcome.source for outcome in outcomes])
     session.outcomes = outcomes
-    session.state.model = session.offer_loaded(None)  # the controller switches to it and runs the prompt
-    return explorer_inline(session.state, session.npz_file)
+    session.offer_loaded(None)  # the state's model watcher switches to it and runs the prompt
+    return explorer_inline(session.state)

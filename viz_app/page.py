@@ -3,8 +3,6 @@ view, all bound to one session's state."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import panel as pn
 
 from layouts.attention_view import AttentionView
@@ -37,18 +35,18 @@ def explorer_tabs(state: ExplorerState) -> pn.Tabs:
     return tabs
 
 
-def explorer_page(state: ExplorerState, npz_file: Callable) -> pn.template.BootstrapTemplate:
+def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     """The served page: the sidebar's controls and the tabs in Bootstrap's page layout.
 
     Without the template's busy spinner: Panel keeps every session's spinner in one process-wide list and sets all
     of them whenever any session's callback starts or ends, so 30 students cost 30 updates per click each. The
     sidebar's progress bar and status line say what this session is doing.
     """
-    return pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state, npz_file),
+    return pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state),
                                          sidebar_width=SIDEBAR_WIDTH, main=[explorer_tabs(state)],
                                          busy_indicator=None)
 
 
-def explorer_inline(state: ExplorerState, npz_file: Callable) -> pn.Row:
+def explorer_inline(state: ExplorerState) -> pn.Row:
     """The same controls and tabs side by side, for a notebook cell (a template takes a whole browser page)."""
-    return pn.Row(pn.Column(*sidebar_controls(state, npz_file), width=SIDEBAR_WIDTH), explorer_tabs(state))
+    return pn.Row(pn.Column(*sidebar_controls(state), width=SIDEBAR_WIDTH), explorer_tabs(state))

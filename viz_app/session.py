@@ -7,44 +7,46 @@ import asyncio
 import logging
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
-from io import BytesIO
 
 import numpy as np
-import torch
 
 from layouts.state import ExplorerState
 from model_backend import (
-    BackendError,
     LoadedModel,
     LogitLens,
     PromptError,
     Run,
     ScalingSweep,
-    capture_run,
+    capture_token_ids,
     clean_logprob,
     detect_sinks,
     direct_logit_attribution,
     joined_lens,
     logit_lens,
     scaled_logprob,
-    write_npz,
 )
-from model_backend.tokens import target_token_id, token_strings, top_prediction
+from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_prediction
 
 from .background import BackgroundTasks
+from .failures import report_failure
+from .lens_reading import (
+    LENS_IDLE_POLL_SECONDS,
+    LENS_TOP_K,
+    GivesWay,
+    LensReadAhead,
+    last_unread,
+    unread_on_screen,
+)
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
+from .model_names import outcome_rows, source_label
 from .models import ModelOutcome, loading_progress, shared_model
+from .npz_download import new_npz_path, npz_link, remove_npz, serve_downloads, write_npz_file
+from .prompt_limits import check_page_token_limit
+from .publishing import Publisher
 
 log = logging.getLogger(__name__)
-LENS_TOP_K = 5
-LENS_FIRST_POSITIONS = 16
-LENS_MARGIN_POSITIONS = 4
-LENS_CHUNK_POSITIONS = 16
-LENS_IDLE_POLL_SECONDS = 0.1
 LOAD_PROGRESS_SECONDS = 0.5
-PAGE_MAX_TOKENS = 2048  # longer prompts are refused with a pointer to the notebook and the export
 
 
 @dataclass(frozen=True)
@@ -55,49 +57,6 @@ class Analysis:
     run: Run
     sinks: object
     top_prediction: str  # the model's next token after the prompt, the default target
-
-
-@dataclass(frozen=True)
-class LensReadAhead:
-    """The lens positions a new run's grid opens on, being read before the lens tab asks for them."""
-
-    run: Run
-    target_id: int | None
-    raw: bool
-    positions: np.ndarray
-    part: asyncio.Task  # -> LogitLens, or None when the read gave way or failed
-    asked_for: threading.Event  # set once the lens is asked for: the read then no longer gives way
-
-    def belongs_to(self, run: Run, target_id: int | None, raw: bool) -> bool:
-        return self.run is run and self.target_id == target_id and self.raw == raw
-
-
-class GivesWay:
-    """``keep_reading`` for a lens read nobody waits for yet: False, and remembered, once ``wanted_elsewhere``
-    says the model threads are wanted for something else."""
-
-    def __init__(self, wanted_elsewhere):
-        self.wanted_elsewhere, self.gave_way = wanted_elsewhere, False
-
-    def __call__(self) -> bool:
-        self.gave_way = self.gave_way or self.wanted_elsewhere()
-        return not self.gave_way
-
-
-def unread_on_screen(unread: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
-    """Unread positions the lens grid shows or nearly shows (its window and a margin each side; without a window,
-    the last positions, where a run's grid opens), at most a chunk of them."""
-    seq_len = len(unread)
-    if window is None:
-        start, end = max(seq_len - LENS_FIRST_POSITIONS, 0), seq_len
-    else:
-        start, end = max(window[0] - LENS_MARGIN_POSITIONS, 0), min(window[1] + LENS_MARGIN_POSITIONS + 1, seq_len)
-    return (np.flatnonzero(unread[start:end]) + start)[-LENS_CHUNK_POSITIONS:]
-
-
-def last_unread(unread: np.ndarray) -> np.ndarray:
-    """The last chunk of unread positions: the grid fills leftwards from where it opens."""
-    return np.flatnonzero(unread)[-LENS_CHUNK_POSITIONS:]
 
 
 def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
@@ -113,26 +72,21 @@ def attribution_for(loaded: LoadedModel, run: Run, target_text: str, position: i
 
 
 def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
-    """Run the prompt and compute what every view needs, in one worker thread."""
-    run = capture_run(loaded, prompt, bos=bos, max_tokens=PAGE_MAX_TOKENS)
+    """Run the prompt, if within the page's limits, and compute what every view needs, in one worker thread."""
+    token_ids = encode_prompt(loaded, prompt, bos=bos)
+    check_page_token_limit(loaded, len(token_ids))
+    run = capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
     return Analysis(run, detect_sinks(run), top_prediction(loaded, run))
-
-
-def failure_message(error: Exception) -> str:
-    """What the page says when a computation fails; it stays usable either way."""
-    if isinstance(error, BackendError):
-        return str(error)
-    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
-        return "Out of memory: try a shorter prompt."
-    return f"{type(error).__name__}: {error}"
 
 
 class ExplorerSession:
     """Loads the configured models (once per process), then answers the state's requests."""
 
-    def __init__(self, sources: list[str], state: ExplorerState | None = None):
+    def __init__(self, sources: list[str], state: ExplorerState | None = None, document=None):
         self.sources = sources
         self.state = state or ExplorerState()
+        self.publisher = Publisher(self.state, document)
+        self.showing = self.publisher.showing
         self.outcomes: list[ModelOutcome] = []
         self.loaded: LoadedModel | None = None
         self._work = asyncio.Lock()
@@ -146,54 +100,63 @@ class ExplorerSession:
         self.state.param.watch(self.launcher(self.read_lens), "lens_requested")
         self.state.param.watch(self.launcher(self.sweep), "sweep_requested")
         self.state.param.watch(self.launcher(self.read_attribution), "attribution_requested")
+        self.state.param.watch(self.launcher(self.prepare_npz), "npz_requested")
+        self.npz_path = None
         self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "attribution_target"])
         self.state.param.watch(self.forget_target_results, ["target", "raw_lens", "alpha"])
 
     @property
-    def available(self) -> dict[str, str]:
-        """Display name -> source of every model that loaded."""
-        return {o.name: o.source for o in self.outcomes if o.loaded is not None}
+    def available(self) -> list[str]:
+        """Display names of the models that loaded: the names the selector and the URL use."""
+        return [o.name for o in self.outcomes if o.loaded is not None]
 
     async def start(self) -> None:
-        """Try every configured model in order; the URL's model or the first that loads is used."""
+        """Try every configured model in order, then run the prompt once, through the URL's model if it is offered,
+        else the first that loaded."""
         requested = self.state.model
         for source in self.sources:
             self.outcomes.append(await self.load_showing_progress(source))
-        self.state.busy = ""
+        self.publisher.update(busy="")
         chosen = self.offer_loaded(requested)
-        if chosen is None:
-            return
-        if chosen == self.state.model:
-            await self.switch_model()
-        else:
-            self.state.model = chosen  # the watcher switches
+        if chosen is not None:
+            await self.switch_model(chosen)
 
     async def load_showing_progress(self, source: str) -> ModelOutcome:
         """The shared outcome of loading ``source``, while the page says what its load is doing (a first preparation
         downloads and dequantizes for half a minute; every page waiting on it sees the same steps)."""
         loading = asyncio.ensure_future(asyncio.to_thread(shared_model, source))
         while not loading.done():
-            self.state.busy = loading_progress(source) or f"Loading {source}…"
+            self.publisher.update(busy=loading_progress(source) or f"Loading {source_label(source)}…")
             await asyncio.wait([loading], timeout=LOAD_PROGRESS_SECONDS)
         return loading.result()
 
     def offer_loaded(self, requested: str | None) -> str | None:
-        """List every outcome in the state and offer the models that loaded; returns the one to use (``requested``
-        if it loaded, else the first that did), or None with a message when none did."""
-        self.state.model_outcomes = [(o.name, o.loaded is not None, o.loaded.origin if o.loaded else o.reason)
-                                     for o in self.outcomes]
-        self.state.param.model.objects = self.available
-        if not self.available:
-            self.state.message = "No model could be loaded; see the reasons in the sidebar."
+        """List every outcome in the state, offer the models that loaded and choose one (``requested`` if offered,
+        else the first); returns its name, or None with a message when none loaded."""
+        offered = self.available
+        if not offered:
+            self.publisher.update(model_outcomes=outcome_rows(self.outcomes),
+                                  message="No model could be loaded; see the reasons in the sidebar.")
             return None
-        return requested if requested in self.available.values() else next(iter(self.available.values()))
+        chosen = requested if requested in offered else offered[0]
 
-    async def switch_model(self) -> None:
-        outcome = next((o for o in self.outcomes if o.source == self.state.model and o.loaded is not None), None)
-        if outcome is None:
+        def offer() -> None:
+            if requested not in (None, chosen):
+                note = f"the link's model is not offered here; {chosen} is used"
+                self.state.url_note = "; ".join(filter(None, (self.state.url_note, note)))
+            self.state.param.model.objects = offered
+            self.state.param.update(model_outcomes=outcome_rows(self.outcomes), model=chosen)
+        self.publisher.apply(offer)
+        return chosen
+
+    async def switch_model(self, name: str | None = None) -> None:
+        """Run the prompt through the named model (the state's by default) unless it is the one in use: the
+        selector's new options and the start-up both name it, and a page load runs the prompt once."""
+        outcome = next((o for o in self.outcomes if o.name == (name or self.state.model) and o.loaded), None)
+        if outcome is None or outcome.loaded is self.loaded:
             return
         self.loaded = outcome.loaded
-        self.state.bos_token = self.loaded.tokenizer.bos_token or ""
+        self.publisher.update(bos_token=self.loaded.tokenizer.bos_token or "")
         await self.run_prompt()
 
     async def run_prompt(self) -> None:
@@ -211,9 +174,9 @@ class ExplorerSession:
             run = analysis.run
             typed_target = state.target not in ("", self.predicted_target)
             self.predicted_target = analysis.top_prediction
-            state.param.update(
+            self.publisher.update(
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
-                pattern=None, target=state.target if typed_target else analysis.top_prediction,
+                pattern=None, npz_link="", target=state.target if typed_target else analysis.top_prediction,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
                                    f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
@@ -267,6 +230,7 @@ class ExplorerSession:
         """Stop every running lens read and sweep at its next step (the page was closed)."""
         for kind in list(self._latest_job):
             self.start_job(kind)
+        remove_npz(self.npz_path)
         log.info("a page closed: its lens read and sweep stop")
 
     def is_current(self, kind: str, job: int, run: Run) -> bool:
@@ -281,7 +245,7 @@ class ExplorerSession:
         try:
             target_id = target_token_id(self.loaded, self.state.target)
         except PromptError as error:
-            self.report(error)
+            report_failure(self.publisher, error)
             return None
         return self.start_job(kind), target_id
 
@@ -297,7 +261,7 @@ class ExplorerSession:
                 return
             pattern = await in_model_thread(run.attention_probabilities, layer)
             if self.state.run is run:
-                self.state.param.update(pattern=pattern, pattern_layer=layer)
+                self.publisher.update(pattern=pattern, pattern_layer=layer)
 
     async def read_lens(self) -> None:
         """Read the logit lens a chunk of positions at a time, publishing after each chunk: first what was read
@@ -309,7 +273,7 @@ class ExplorerSession:
         if started is None:
             return
         job, target_id = started
-        state, loaded, run = self.state, self.loaded, self.state.run
+        loaded, run = self.loaded, self.state.run
         parts, unread = [], np.ones(run.seq_len, dtype=bool)
         while unread.any():
             part = (await self.part_read_ahead(run, target_id, unread)
@@ -319,7 +283,7 @@ class ExplorerSession:
             parts.append(part)
             unread[part.positions] = False
             lens = joined_lens(parts)
-            state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
+            self.publisher.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
 
     async def read_lens_part(self, job: int, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
         """Read the lens's next positions once it is their turn, or None if the job is no longer wanted or failed.
@@ -365,10 +329,10 @@ class ExplorerSession:
         job, target_id = started
         state, loaded, run = self.state, self.loaded, self.state.run
         if target_id is None:
-            state.message = "Type a target token for the intervention."
+            self.publisher.update(message="Type a target token for the intervention.")
             return
         alpha, scaled, clean = state.alpha, [], clean_logprob(run, target_id)
-        state.sweep = ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled))
+        self.publisher.update(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
         for layer in range(run.n_layers):
             async with self._work:
                 if not self.is_current("sweep", job, run):
@@ -378,7 +342,7 @@ class ExplorerSession:
             if point is None or not self.is_current("sweep", job, run):
                 return
             scaled.append(point)
-            state.sweep = ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled))
+            self.publisher.update(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
 
     def forget_attribution(self, *_events) -> None:
         """A new run, position or target makes the attribution stale; its view asks again when shown."""
@@ -398,7 +362,7 @@ class ExplorerSession:
                                                state.attribution_target, position)
             if attribution is not None and state.run is run and asked == (state.attribution_position,
                                                                             state.attribution_target):
-                state.attribution = attribution
+                self.publisher.update(attribution=attribution)
 
     async def in_worker(self, doing: str, function, *args, **kwargs):
         """Run backend work on a shared model thread while the page says what it is doing; on failure report it
@@ -407,30 +371,17 @@ class ExplorerSession:
             try:
                 return await in_model_thread(function, *args, **kwargs)
             except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
-                self.report(error)
+                report_failure(self.publisher, error)
                 return None
 
-    @contextmanager
-    def showing(self, doing: str):
-        """The page says what is being computed for the ``with`` block."""
-        self.state.busy = doing
-        try:
-            yield
-        finally:
-            self.state.busy = ""
-
-    def report(self, error: Exception) -> None:
-        """Show a failure on the page; the log gets a traceback only for failures the backend did not foresee."""
-        if isinstance(error, BackendError):
-            log.warning("request refused: %s", error)
-        else:
-            log.exception("request failed")
-        self.state.message = failure_message(error)
-
-    def npz_file(self):
-        """The last run in the backend's NPZ format, for the download button."""
-        buffer = BytesIO()
-        if self.loaded is not None and self.state.run is not None:
-            write_npz(self.loaded, self.state.run, buffer)
-        buffer.seek(0)
-        return buffer
+    async def prepare_npz(self) -> None:
+        """Write the last run as NPZ off the event loop to a file of this page's, then offer its link."""
+        run, loaded = self.state.run, self.loaded
+        if run is None or loaded is None:
+            return
+        path = await self.in_worker("Writing the run's NPZ file…", write_npz_file, loaded, run, new_npz_path())
+        if path is not None:
+            remove_npz(self.npz_path)
+            self.npz_path = path
+            self.publisher.update(npz_link=npz_link(path, serve_downloads(self.publisher.document)),
+                                  npz_megabytes=path.stat().st_size / 1e6)

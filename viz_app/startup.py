@@ -8,29 +8,26 @@ from __future__ import annotations
 
 import asyncio
 from importlib import import_module
-from io import BytesIO
 
 from layouts.state import ExplorerState
+
+from .publishing import Publisher
 
 
 class DeferredSession:
     """Holds the page's state until the controller exists, then hands every request to it."""
 
-    def __init__(self, sources: list[str], state: ExplorerState):
-        self.sources, self.state, self.session = sources, state, None
+    def __init__(self, sources: list[str], state: ExplorerState, document=None):
+        self.sources, self.state, self.document, self.session = sources, state, document, None
 
     async def start(self) -> None:
         """Import the controller off the event loop, then let it load the models and run the first prompt."""
-        self.state.busy = "Loading the model libraries (torch, transformers)…"
+        Publisher(self.state, self.document).update(busy="Loading the model libraries (torch, transformers)…")
         session_module = await asyncio.to_thread(import_module, "viz_app.session")
-        self.session = session_module.ExplorerSession(self.sources, self.state)
+        self.session = session_module.ExplorerSession(self.sources, self.state, self.document)
         await self.session.start()
 
     def stop_jobs(self) -> None:
         """Stop the controller's long jobs once the page is closed: nobody will see them."""
         if self.session is not None:
             self.session.stop_jobs()
-
-    def npz_file(self) -> BytesIO:
-        """The last run as NPZ for the download button (empty until the controller exists)."""
-        return self.session.npz_file() if self.session is not None else BytesIO()

@@ -1,0 +1,141 @@
+"""The page's choices in its URL, read and written here rather than by Panel's ``location.sync``.
+
+Panel's query parsing guesses types (``layer=²`` passes ``isdigit`` and then fails ``int``; a prompt starting with
+``{`` is parsed as JSON and dropped) and it runs on every change of the URL. Here each value is read with its own
+type, range and length; a bad one falls back to its default, with a one-line note on the page.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import panel as pn
+from panel.io.location import Location
+
+from layouts.diagram_parts import parse_part_id
+from layouts.state import ExplorerState, UrlText
+from model_backend.tokens import PROMPT_MAX_BYTES
+
+URL_KEYS = ("prompt", "model", "bos", "pinned", "layer", "token", "target")
+PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server keeps for the page
+POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
+NAME_MAX_CHARACTERS = 200
+LINK_PROMPT_MAX_CHARACTERS = 8_000  # Tornado refuses request lines over 64 kB, so a longer prompt stays out of links
+ANY_NUMBER_OF_LAYERS = POSITION_MAX
+
+
+class BadUrlValue(ValueError):
+    """A URL value that cannot be used; its message is the note the page shows."""
+
+
+def read_prompt(text: str) -> tuple[str, str]:
+    if len(text.encode("utf-8", "surrogatepass")) > PROMPT_MAX_BYTES:
+        raise BadUrlValue(f"the link's prompt is over {PROMPT_MAX_BYTES:,} bytes")
+    return text, ""
+
+
+def read_model(text: str) -> tuple[str, str]:
+    """A model's display name as typed; the session accepts it only if it names a model it offers."""
+    if len(text) > NAME_MAX_CHARACTERS:
+        raise BadUrlValue("the link's model name is too long")
+    return text, ""
+
+
+def read_target(text: str) -> tuple[str, str]:
+    """A target token as typed (empty: the model's top prediction); a run refuses one it cannot encode."""
+    if len(text) > NAME_MAX_CHARACTERS:
+        raise BadUrlValue("the link's target is too long")
+    return text, ""
+
+
+def read_bos(text: str) -> tuple[bool, str]:
+    if text not in ("true", "false"):
+        raise BadUrlValue(f"the link's bos is {text[:20]!r}, not true or false")
+    return text == "true", ""
+
+
+def read_position(text: str, key: str) -> tuple[int, str]:
+    if not (text.isascii() and text.isdigit() and int(text) <= POSITION_MAX):
+        raise BadUrlValue(f"the link's {key} is {text[:20]!r}, not a number from 0 to {POSITION_MAX:,}")
+    return int(text), ""
+
+
+def read_pinned(text: str) -> tuple[list[str], str]:
+    """Part ids as a JSON list, each kept once and only if it could name a part, at most ``PINNED_MAX``; the note
+    says how many were left out."""
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        listed = None
+    if not isinstance(listed, list):
+        raise BadUrlValue("the link's pinned cards are not a list")
+    valid = [p for p in listed if isinstance(p, str) and parse_part_id(p, ANY_NUMBER_OF_LAYERS) is not None]
+    kept = list(dict.fromkeys(valid))[:PINNED_MAX]
+    left_out = len(listed) - len(kept)
+    return kept, (f"{left_out:,} of the link's {len(listed):,} pinned cards were repeats, unknown or over "
+                  f"{PINNED_MAX}" if left_out else "")
+
+
+READERS = {
+    "prompt": read_prompt,
+    "model": read_model,
+    "bos": read_bos,
+    "pinned": read_pinned,
+    "layer": lambda text: read_position(text, "block"),
+    "token": lambda text: read_position(text, "token"),
+    "target": read_target,
+}
+
+
+def url_choices(arguments: dict[str, list[bytes]]) -> tuple[dict, list[str]]:
+    """The state's choices in the URL's arguments (the last of repeated keys), and a note for each value left
+    out (its default is used) or trimmed."""
+    choices, notes = {}, []
+    for key, reader in READERS.items():
+        if not arguments.get(key):
+            continue
+        try:
+            choices[key], note = reader(arguments[key][-1].decode("utf-8", "replace"))
+        except BadUrlValue as bad:
+            note = f"{bad}: its default is used"
+        notes += [note] if note else []
+    return choices, notes
+
+
+def url_query(state: ExplorerState) -> str:
+    """The state's choices as a URL query, each in the form ``url_choices`` reads back; a prompt too long for a
+    link is left out."""
+    values = {
+        "prompt": UrlText.serialize(state.prompt),
+        "model": state.model,
+        "bos": "true" if state.bos else "false",
+        "pinned": json.dumps(state.pinned),
+        "layer": str(state.layer),
+        "token": str(state.token),
+        "target": UrlText.serialize(state.target),
+    }
+    if len(values["prompt"]) > LINK_PROMPT_MAX_CHARACTERS:
+        del values["prompt"]
+    return "?" + urlencode({key: value for key, value in values.items() if value is not None})
+
+
+class PageLocation(Location):
+    """Panel's Location without its query parsing, which runs whenever the URL changes, even when nothing syncs
+    through it, and raises on ``layer=²`` (``isdigit`` then ``int``), failing the page's script: a blank page."""
+
+    def _update_synced(self, event=None) -> None:
+        """Nothing syncs through this Location: ``keep_choices_in_url`` reads the URL itself."""
+
+
+def keep_choices_in_url(state: ExplorerState) -> None:
+    """Read the page's choices from its URL into ``state``, then write them back to the URL as they change.
+
+    Must run before anything asks for ``pn.state.location`` (the template does), which would make Panel's own.
+    """
+    document = pn.state.curdoc
+    location = pn.state._locations[document] = PageLocation.from_request(document.session_context.request)
+    choices, notes = url_choices(pn.state.session_args)
+    state.param.update(**choices, url_note="; ".join(notes))
+    location.search = url_query(state)
+    state.param.watch(lambda *_events: setattr(location, "search", url_query(state)), list(URL_KEYS))
