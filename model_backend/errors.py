@@ -23,3 +23,7 @@ class UnsupportedArchitectureError(ModelLoadError):
 
 class PromptError(BackendError, ValueError):
     """The prompt cannot be run: empty, or longer than the model's positions."""
+
+
+class FamilyMismatchError(ModelLoadError):
+    """The load probe found an identity of the family's anatomy broken: the model is not built as its family says."""

@@ -114,7 +114,7 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
         config = AutoConfig.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
     except ValueError as error:
         raise UnsupportedArchitectureError(f"{source!r}: {error}") from error
-    family = family_for(config.model_type)
+    family = family_for(config)
     for key, value in family.config_overrides.items():
         setattr(config, key, value)
     model = AutoModelForCausalLM.from_pretrained(
@@ -127,4 +127,7 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
     )
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
-    return LoadedModel(source=source, origin=origin, model=model, tokenizer=tokenizer, family=family)
+    loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model))
+    from .load_check import check_family_fits  # here: the probe's capture imports this module
+    check_family_fits(loaded)
+    return loaded
