@@ -54,7 +54,8 @@ class DiagramView(TabView):
 
     def show_cards(self, run) -> None:
         """Keep one card per pinned part, newest first, each filled with the current run."""
-        pinned = [p for p in self.state.pinned if parse_part_id(p, run.n_layers) is not None]
+        family = self.state.family
+        pinned = [p for p in self.state.pinned if parse_part_id(p, family, run.n_layers) is not None]
         self.cards = {p: self.cards.get(p) or PartCard(p, self.state.family, run.n_layers, self.unpin) for p in pinned}
         for card in self.cards.values():
             if not card.shows(run, self.state.sinks):

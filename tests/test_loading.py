@@ -41,7 +41,8 @@ def test_missing_folder_is_not_found(tmp_path):
 
 def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]}))
-    with pytest.raises(UnsupportedArchitectureError, match="'bert'.*gemma2, gemma3_text, gpt2, gpt_neox, llama, mistral, qwen2, olmo2, phi3, qwen3"):
+    with pytest.raises(UnsupportedArchitectureError, match="'bert'.*gemma2, gemma3_text, gpt2, gpt_neox, llama, "
+                                                            "mistral, qwen2, olmo2, phi3, qwen3"):
         load_model(str(tmp_path))
 
 
