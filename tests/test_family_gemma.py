@@ -14,7 +14,7 @@ from model_backend import direct_logit_attribution
 from model_backend.names import full_name
 
 GEMMA_SHAPE = dict(TINY_SHAPE, num_key_value_heads=2, head_dim=16, sliding_window=4)
-CONFIGS = {
+CONFIGS = {  # the browser test serves each one
     "Gemma 2": Gemma2Config(**GEMMA_SHAPE, final_logit_softcapping=3.0, attn_logit_softcapping=5.0),
     "Gemma 3": Gemma3TextConfig(**GEMMA_SHAPE, final_logit_softcapping=None,
                                 layer_types=["sliding_attention", "full_attention", "sliding_attention"]),

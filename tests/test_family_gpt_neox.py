@@ -19,6 +19,9 @@ def neox_config(parallel: bool) -> GPTNeoXConfig:
     return GPTNeoXConfig(**TINY_SHAPE, use_parallel_residual=parallel, attention_bias=True)
 
 
+CONFIGS = {"GPT-NeoX": neox_config(parallel=True)}  # the browser test serves each one
+
+
 def parallel_block(block, x, call):
     attention, pattern = block.attention(block.input_layernorm(x), **call)
     mlp = block.mlp(block.post_attention_layernorm(x))

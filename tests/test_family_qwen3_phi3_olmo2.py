@@ -39,6 +39,7 @@ CASES = {
     "Phi-3": (Phi3Config(**GQA_SHAPE), pre_norm_block),
     "OLMo-2": (Olmo2Config(**GQA_SHAPE, attention_bias=True), post_norm_block),
 }
+CONFIGS = {name: config for name, (config, _) in CASES.items()}  # the browser test serves each one
 
 
 @pytest.mark.parametrize("family_name", CASES)
