@@ -1,7 +1,8 @@
 """Load a causal LM and its tokenizer by Hub id, local folder or the HF cache, ready for capture.
 
-Models load in float32 with eager attention (the only path that exposes the attention pattern), in eval mode, and
-never with ``trust_remote_code``. The architecture is checked from the config before any weight is read.
+Models load with eager attention (the only path that exposes the attention pattern), in float32 unless asked
+for bfloat16, in eval mode, and never with ``trust_remote_code``; the capture returns float32 numpy either way.
+The architecture is checked from the config before any weight is read.
 """
 
 from __future__ import annotations
@@ -62,15 +63,23 @@ class LoadedModel:
         return None if path is None else self.model.get_submodule(path)
 
 
-def load_model(source: str) -> LoadedModel:
-    """Load ``source`` (a local folder, or a Hub id served from the cache or the Hub) for capture."""
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def load_model(source: str, *, revision: str | None = None, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+    """Load ``source`` (a local folder, or a Hub id served from the cache or the Hub, ``id@revision`` for one of its
+    revisions, such as a training checkpoint) for capture, on ``device`` ("cpu", "cuda", "mps", or "auto" to spread
+    a model larger than one device over all of them with accelerate) and computing in ``dtype``."""
     folder = Path(source).expanduser()
+    options = {"device": device, "dtype": dtype}
     if folder.is_dir():
-        return _load_from(str(folder), source, "local folder", local_files_only=True)
+        return _load_from(str(folder), source, "local folder", local_files_only=True, **options)
     if _looks_like_path(source):
         raise ModelNotFoundError(f"no model folder at {folder}")
+    source, _, named_revision = source.partition("@")
+    options["revision"] = revision or named_revision or None
     try:
-        return _load_from(source, source, "HF cache", local_files_only=True)
+        return _load_from(source, source, "HF cache", local_files_only=True, **options)
     except OSError:
         pass
     if hub_constants.HF_HUB_OFFLINE:
@@ -83,7 +92,7 @@ def load_model(source: str) -> LoadedModel:
             f"and {source!r} is not in the HF cache ({hub_constants.HF_HUB_CACHE})"
         )
     try:
-        return _load_from(source, source, "Hugging Face Hub", local_files_only=False)
+        return _load_from(source, source, "Hugging Face Hub", local_files_only=False, **options)
     except OSError as error:
         cause = error.__cause__
         if isinstance(cause, RepositoryNotFoundError) and not isinstance(cause, GatedRepoError):
@@ -108,25 +117,23 @@ def hub_is_reachable() -> bool:
         return False
 
 
-def _load_from(reference: str, source: str, origin: str, *, local_files_only: bool) -> LoadedModel:
+def _load_from(reference: str, source: str, origin: str, *, local_files_only: bool, revision: str | None = None,
+               device: str = "cpu", dtype: str = "float32") -> LoadedModel:
     """Read the config, check the family, then load weights and tokenizer from one place."""
+    hub = {"local_files_only": local_files_only, "trust_remote_code": False, "revision": revision}
     try:
-        config = AutoConfig.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(reference, **hub)
     except ValueError as error:
         raise UnsupportedArchitectureError(f"{source!r}: {error}") from error
     family = family_for(config)
     for key, value in family.config_overrides.items():
         setattr(config, key, value)
     model = AutoModelForCausalLM.from_pretrained(
-        reference,
-        config=config,
-        dtype=torch.float32,
-        attn_implementation="eager",
-        local_files_only=local_files_only,
-        trust_remote_code=False,
+        reference, config=config, dtype=DTYPES[dtype], attn_implementation="eager",
+        device_map="auto" if device == "auto" else device, **hub,
     )
     model.eval()
-    tokenizer = AutoTokenizer.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(reference, **hub)
     loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model))
     from .load_check import check_family_fits  # here: the probe's capture imports this module
     check_family_fits(loaded)

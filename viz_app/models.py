@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from model_backend import LoadedModel, ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError, load_model
+from viz_app.settings import configured_compute
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def shared_model(source: str) -> ModelOutcome:
 def _attempt(source: str) -> ModelOutcome:
     """Load a model, turning every failure into a reason a page can show (never an exception)."""
     try:
-        return ModelOutcome(source, load_model(source))
+        return ModelOutcome(source, load_model(source, **configured_compute()))
     except Exception as error:  # noqa: BLE001 - a bad model must never take the page down
         kind = next((label for error_type, label in FAILURE_KINDS if isinstance(error, error_type)), "failed")
         log.warning("model %s not loaded (%s): %s", source, kind, error)
