@@ -1,12 +1,16 @@
 """Benchmark: the full capture against a plain forward and transformers' own output flags, side by side.
 
 Model: a GPT-2-small-shaped random model (12 x 768, GPT-2's real tokenizer); random weights cost the same compute
-as pretrained ones. Prompts of 32, 256 and 1024 tokens, torch on 2 threads. Time is the median of several calls
+as pretrained ones. ``--shape llama-1b`` measures instead a random-init Llama of 16 blocks x 2048 (32 query heads,
+8 key/value heads, 1.18 B parameters with GPT-2's vocabulary), built in the measuring process (no checkpoint on
+disk, no load probe), one call per method, and prints the peak next to the model's own size. Prompts of 32, 256
+and 1024 tokens, torch on 2 threads. Time is the median of several calls
 after a warm-up, as a ratio to the plain forward, the three methods taking turns in one process. Memory is the
 resident-set growth sampled during one call, each in a fresh process started with MALLOC_MMAP_THRESHOLD_=65536 so
 freed memory cannot hide the peak.
 
     python benchmarks/capture_benchmark.py [--lengths 32 256 1024] [--repeats 5]
+    python benchmarks/capture_benchmark.py --shape llama-1b --lengths 2048
 """
 
 from __future__ import annotations
@@ -119,6 +123,34 @@ def peak_memory_here(folder: str, method: str, length: int) -> float:
     return mib
 
 
+def llama_1b_shaped():
+    """A random-init Llama 16 x 2048 ready for capture, made in this process, and its size in MiB."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from model_backend.families import family_for
+    from model_backend.loading import LoadedModel
+
+    torch.manual_seed(0)
+    config = LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                         num_key_value_heads=8, vocab_size=50257, max_position_embeddings=4096,
+                         tie_word_embeddings=False, attn_implementation="eager")
+    model = LlamaForCausalLM(config).eval()
+    tokenizer = AutoTokenizer.from_pretrained(REPO / "assets" / "gpt2-tokenizer")
+    size = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+    return LoadedModel("llama-1b-shaped", "local folder", model, tokenizer, family_for(config)), size
+
+
+def llama_1b_row(method: str, length: int) -> tuple[float, float, float]:
+    """Seconds and peak resident-set growth (MiB) of one call on the 1B Llama shape, and the model's size (MiB)."""
+    torch.set_num_threads(2)
+    loaded, size = llama_1b_shaped()
+    with torch.inference_mode():
+        call_for(method, loaded, prompt_ids(16))()
+        started = time.perf_counter()
+        mib, _ = peak_rss_growth(call_for(method, loaded, prompt_ids(length)))
+    return time.perf_counter() - started, mib, size
+
+
 def peak_memory_in_fresh_process(folder: Path, method: str, length: int) -> float:
     environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "2"}
     command = [sys.executable, __file__, "--measure-memory", json.dumps([str(folder), method, length])]
@@ -130,10 +162,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 256, 1024])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--shape", choices=("gpt2-small", "llama-1b"), default="gpt2-small")
     parser.add_argument("--measure-memory", help=argparse.SUPPRESS)
+    parser.add_argument("--measure-llama", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.measure_memory:
         print(peak_memory_here(*json.loads(arguments.measure_memory)))
+        return
+    if arguments.measure_llama:
+        print(json.dumps(llama_1b_row(*json.loads(arguments.measure_llama))))
+        return
+    if arguments.shape == "llama-1b":
+        print_llama_1b_rows(arguments.lengths)
         return
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as folder:
@@ -147,6 +187,22 @@ def main() -> None:
                 mib = peak_memory_in_fresh_process(Path(folder), method, length)
                 ratio = times[method] / times["plain forward"]
                 print(f"{length:>6}  {method:<27} {times[method]:>7.3f}s {ratio:>8.2f}x {mib:>8.0f} MiB", flush=True)
+
+
+def print_llama_1b_rows(lengths: list[int]) -> None:
+    """One call per method and length on the 1B Llama shape, each in a fresh process, with the peak against twice
+    the model's size (the bound past which attention patterns would have to be read on demand)."""
+    environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "2"}
+    print(f"Llama 16 x 2048 random-init, torch {torch.__version__}, 2 threads, one call after a warm-up, "
+          "each in a fresh process; memory: RSS growth during the call")
+    print(f"{'tokens':>6}  {'method':<27} {'time':>8} {'peak extra':>11} {'vs model size':>14}")
+    for length in lengths:
+        for method in ("plain forward", "full capture"):
+            command = [sys.executable, __file__, "--measure-llama", json.dumps([method, length])]
+            output = subprocess.run(command, env=environment, capture_output=True, text=True, check=True).stdout
+            seconds, mib, size = json.loads(output.strip().splitlines()[-1])
+            print(f"{length:>6}  {method:<27} {seconds:>7.1f}s {mib:>7.0f} MiB {mib / size:>9.2f}x of "
+                  f"{size:.0f} MiB", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,9 @@ from page_driver import (
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 from transformers import AutoConfig, AutoTokenizer
 
+from layouts.diagram_parts import part_id
 from layouts.style import token_axis_labels
+from model_backend.names import full_name
 
 WORDS = ("the river runs past an old mill where children once played and the miller sang of harvest rain "
          "while lanterns swayed over quiet water").split()
@@ -69,7 +71,7 @@ def session_plans(model_dir: Path, n_sessions: int, shortest: int, longest: int)
     """Distinct prompts of ``shortest`` to ``longest`` tokens (BOS included), each session pinning another part."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     n_layers = AutoConfig.from_pretrained(model_dir).num_hidden_layers
-    parts = [(f"{kind}.{layer}", tuple(f"layers.{layer}.{name}" for name in names))
+    parts = [(part_id(kind, layer), tuple(full_name(name, layer) for name in names))
              for layer in range(n_layers) for kind, names in PINNABLE_KINDS]
     plans = []
     for i in range(n_sessions):

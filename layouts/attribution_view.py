@@ -12,7 +12,7 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, TapTool
 
-from model_backend.names import FINAL_NORM_BIAS
+from model_backend.names import FINAL_NORM_BIAS, full_name, parse_full_name
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
@@ -25,31 +25,34 @@ if TYPE_CHECKING:  # the attribution module imports torch; the view only reads i
 
 BAR_PIXELS = 26  # the least width a bar gets; many bars widen the figure, which then scrolls sideways
 KIND_COLORS = {"embeddings": "#7f7f7f", "attention": "#ff7f0e", "MLP": "#2ca02c", "bias": "#bcbd22"}
-# The bars outside the blocks: where each is drawn, and the diagram part whose card explains it. Before block 0 of
-# the Llama family, layers.0.layer_input is the token embeddings.
+# The bars outside the blocks: where each is drawn, and the diagram part whose card explains it. Without position
+# embeddings, block 0's layer_input is the token embeddings.
 OUTSIDE_BLOCKS = {
     "token_embeddings": (("emb", "token"), "token_embeddings"),
     "position_embeddings": (("emb", "position"), "position_embeddings"),
-    "layers.0.layer_input": (("emb", "token"), "token_embeddings"),
+    full_name("layer_input", 0): (("emb", "token"), "token_embeddings"),
     FINAL_NORM_BIAS: (("norm", "bias"), "final_norm"),
 }
 
 
 def kind_of(label: str) -> str:
     """What a bar is, for its colour: embeddings, attention (a block's or a head's), MLP or a bias."""
-    if label.endswith(".bias"):
+    if label == FINAL_NORM_BIAS:
         return "bias"
-    if ".attention_output" in label:
+    value, _, part = parse_full_name(label)
+    if part == "bias":
+        return "bias"
+    if value.name == "attention_output":
         return "attention"
-    return "MLP" if label.endswith(".mlp_output") else "embeddings"
+    return "MLP" if value.name == "mlp_output" else "embeddings"
 
 
 def part_of(label: str) -> str:
     """The diagram part whose card explains a bar's value: ``layers.3.attention_output.head_5`` -> ``attention.3``."""
     if label in OUTSIDE_BLOCKS:
         return OUTSIDE_BLOCKS[label][1]
-    _, layer, value = label.split(".")[:3]
-    return f"{'attention' if value == 'attention_output' else 'mlp'}.{layer}"
+    value, layer, _ = parse_full_name(label)
+    return f"{'attention' if value.name == 'attention_output' else 'mlp'}.{layer}"
 
 
 def axis_factor(label: str) -> tuple[str, str]:
@@ -57,10 +60,10 @@ def axis_factor(label: str) -> tuple[str, str]:
     5"); the embeddings are "emb" and the final norm's bias "norm"."""
     if label in OUTSIDE_BLOCKS:
         return OUTSIDE_BLOCKS[label][0]
-    _, layer, value, *head = label.split(".")
-    if head:
-        return layer, "attn bias" if head[0] == "bias" else head[0].replace("_", " ")
-    return layer, "attention" if value == "attention_output" else "MLP"
+    value, layer, part = parse_full_name(label)
+    if part is not None:
+        return str(layer), "attn bias" if part == "bias" else part.replace("_", " ")
+    return str(layer), "attention" if value.name == "attention_output" else "MLP"
 
 
 def name_bars_on_axis(fig, per_head: bool) -> None:

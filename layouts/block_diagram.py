@@ -16,13 +16,15 @@ from bokeh.palettes import Pastel1_9
 from model_backend.families import Family
 from model_backend.part_descriptions import PartDescription
 
-from .diagram_parts import (FRAME_HEIGHT, FRAME_LEFT, FRAME_RIGHT, OPEN_BLOCK_GEOMETRY, STREAM_X, Part, diagram_parts,
-                            open_block_top, part_at)
+from .diagram_parts import (FRAME_LEFT, FRAME_RIGHT, OPEN_BLOCK_KINDS, STREAM_X, Part, chain_kinds, diagram_parts,
+                            frame_height, open_block_top, part_at)
 from .style import readable_figure
 
+OPEN_BLOCK_KEYS = frozenset(kind.key for kind in OPEN_BLOCK_KINDS)
 KIND_COLORS = {
     "token_embeddings": Pastel1_9[1], "position_embeddings": Pastel1_9[1], "block": Pastel1_9[8],
     "attention_norm": Pastel1_9[4], "mlp_norm": Pastel1_9[4], "final_norm": Pastel1_9[4],
+    "attention_post_norm": Pastel1_9[4], "mlp_post_norm": Pastel1_9[4],
     "attention": Pastel1_9[0], "mlp": Pastel1_9[2], "attention_add": Pastel1_9[5], "mlp_add": Pastel1_9[5],
     "lm_head": Pastel1_9[3],
 }
@@ -37,7 +39,7 @@ def parts_source(parts: list[Part], family: Family, pinned: list[str], open_laye
 
     def label_of(part: Part) -> str:
         described = descriptions.get(part.kind.key)
-        return described.label if described is not None and part.kind.key in OPEN_BLOCK_GEOMETRY else part.label
+        return described.label if described is not None and part.kind.key in OPEN_BLOCK_KEYS else part.label
 
     return ColumnDataSource({
         "x": [p.x for p in parts], "y": [p.y for p in parts],
@@ -59,18 +61,18 @@ def block_diagram(family: Family, n_layers: int, open_layer: int, pinned: list[s
                   on_pick: Callable[[str], None] | None = None, descriptions: dict[str, PartDescription] | None = None):
     """The diagram as a Bokeh figure named ``block_diagram``; ``on_pick(part_id)`` runs on a click on a box;
     ``descriptions`` (by part kind) name the open block's parts and say what each does on hover."""
-    has_positions = family.module_path("embed_positions") is not None
-    parts = diagram_parts(n_layers, open_layer, has_positions)
-    n_rows = n_layers + 3 + has_positions
-    top = open_block_top(n_rows, open_layer + 1 + has_positions)
-    bottom = min(-(n_rows - 1) - 0.6, top - FRAME_HEIGHT - 0.2)
+    parts = diagram_parts(family, n_layers, open_layer)
+    n_rows, height = len(chain_kinds(family, n_layers)), frame_height(family)
+    chain_block = next(p for p in parts if p.id == f"block.{open_layer}")
+    top = open_block_top(n_rows, -int(chain_block.y), height)
+    bottom = min(-(n_rows - 1) - 0.6, top - height - 0.2)
     fig = readable_figure(name="block_diagram", width=520, height=560, tools="save",
                           title=f"{family.name} architecture, {n_layers} blocks · click a box for its card",
                           x_range=Range1d(-1.0, 6.3), y_range=Range1d(bottom, 0.9))
     fig.axis.visible = False
     fig.grid.visible = False
     fig.outline_line_color = None
-    draw_open_block_frame(fig, parts, open_layer, top)
+    draw_open_block_frame(fig, parts, open_layer, top, height)
     source = parts_source(parts, family, list(pinned), open_layer, descriptions or {})
     boxes = fig.rect("x", "y", "width", "height", source=source, fill_color="color", line_color="#333333",
                      line_width="edge")
@@ -89,19 +91,24 @@ def block_diagram(family: Family, n_layers: int, open_layer: int, pinned: list[s
     return fig
 
 
-def draw_open_block_frame(fig, parts: list[Part], open_layer: int, top: float) -> None:
-    """The open block's outline, its residual stream running down, and the two branches that add to it."""
-    fig.quad(left=FRAME_LEFT, right=FRAME_RIGHT, top=top, bottom=top - FRAME_HEIGHT, fill_color="#f7f7f7",
+def draw_open_block_frame(fig, parts: list[Part], open_layer: int, top: float, height: float) -> None:
+    """The open block's outline, its residual stream running down, and each sublayer's branch from the stream
+    through its boxes to the add it writes to (both branches to the one add of a parallel block)."""
+    fig.quad(left=FRAME_LEFT, right=FRAME_RIGHT, top=top, bottom=top - height, fill_color="#f7f7f7",
              line_color="#555555", line_dash="dashed")
     fig.text([FRAME_LEFT + 0.1], [top - 0.05], text=[f"block {open_layer}, open"], text_baseline="top",
              text_font_size="15px", text_font_style="bold")
     chain_block = next(p for p in parts if p.id == f"block.{open_layer}")
-    fig.segment([0.8, 0.8], [chain_block.y] * 2, [FRAME_LEFT] * 2, [top, top - FRAME_HEIGHT], line_color="#999999",
+    fig.segment([0.8, 0.8], [chain_block.y] * 2, [FRAME_LEFT] * 2, [top, top - height], line_color="#999999",
                 line_dash="dotted")
     by_kind = {p.kind.key: p for p in parts if p.layer == open_layer and p.kind.key != "block"}
-    fig.segment([STREAM_X], [top - 0.45], [STREAM_X], [top - FRAME_HEIGHT + 0.15], line_width=5, line_color="#777777")
-    for norm, sublayer, add in (("attention_norm", "attention", "attention_add"), ("mlp_norm", "mlp", "mlp_add")):
-        n, s, a = by_kind[norm], by_kind[sublayer], by_kind[add]
-        fig.segment([STREAM_X, n.x, s.x - s.width / 2], [n.y, n.y - n.height / 2, s.y],
-                    [n.x - n.width / 2, s.x, a.x + a.width / 2], [n.y, s.y + s.height / 2, a.y],
+    fig.segment([STREAM_X], [top - 0.45], [STREAM_X], [top - height + 0.15], line_width=5, line_color="#777777")
+    for branch in ("attention", "mlp"):
+        boxes = [by_kind[key] for key in (f"{branch}_norm", branch, f"{branch}_post_norm") if key in by_kind]
+        add = by_kind.get(f"{branch}_add", by_kind["mlp_add"])
+        first, last = boxes[0], boxes[-1]
+        fig.segment([STREAM_X] + [b.x for b in boxes[:-1]] + [last.x - last.width / 2],
+                    [first.y] + [b.y - b.height / 2 for b in boxes[:-1]] + [last.y],
+                    [first.x - first.width / 2] + [b.x for b in boxes[1:]] + [add.x + add.width / 2],
+                    [first.y] + [b.y + b.height / 2 for b in boxes[1:]] + [add.y],
                     line_width=2, line_color="#777777")

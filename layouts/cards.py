@@ -10,7 +10,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 
 from model_backend.families import Family
-from model_backend.names import split_full_name
+from model_backend.names import full_name, parse_full_name
 from model_backend.norms import SinkReport
 from model_backend.part_descriptions import PartDescription
 from model_backend.run import Run
@@ -24,34 +24,36 @@ CARD_WIDTH = 430
 
 def block_identity_error(run: Run, layer: int) -> float:
     """Max |layer_input + attention_output + mlp_output - layer_output| over the block: the residual identity."""
-    total = sum(run[f"layers.{layer}.{name}"] for name in ("layer_input", "attention_output", "mlp_output"))
-    return float(np.abs(total - run[f"layers.{layer}.layer_output"]).max())
+    total = sum(run[full_name(name, layer)] for name in ("layer_input", "attention_output", "mlp_output"))
+    return float(np.abs(total - run[full_name("layer_output", layer)]).max())
 
 
 def value_rows(full_names: list[str], family: Family, run: Run | None) -> str:
     """An HTML list of each value read at the part: name, shape, meaning, module and side, TransformerLens hook."""
     items = []
-    for full_name in full_names:
-        value, layer = split_full_name(full_name)
-        module = family.module_path(value.role, layer) or "(none in this family)"
-        shape = str(tuple(run.shape_of(full_name))) if run is not None and _has_value(run, full_name) else value.layout
+    reads = family.value_reads()
+    for key in full_names:
+        value, layer, _ = parse_full_name(key)
+        role, side = reads[value.name]
+        module = family.module_path(role, layer) or "(none in this family)"
+        shape = str(tuple(run.shape_of(key))) if run is not None and _has_value(run, key) else value.layout
         hook = value.hook_name(layer) or "(no hook)"
         items.append(
-            f"<li><code>{html.escape(full_name)}</code> {html.escape(shape)}<br>{html.escape(value.meaning)}<br>"
-            f"read at the <b>{html.escape(value.side)}</b> of <code>{html.escape(module)}</code><br>"
+            f"<li><code>{html.escape(key)}</code> {html.escape(shape)}<br>{html.escape(value.meaning)}<br>"
+            f"read at the <b>{html.escape(side)}</b> of <code>{html.escape(module)}</code><br>"
             f"TransformerLens: <code>{html.escape(hook)}</code></li>")
     return "<ul class='card-values'>" + "".join(items) + "</ul>"
 
 
-def _has_value(run: Run, full_name: str) -> bool:
-    return full_name in run or full_name.endswith(".attention_probabilities")
+def _has_value(run: Run, key: str) -> bool:
+    return key in run or parse_full_name(key)[0].name == "attention_probabilities"
 
 
-def sink_lines(full_name: str, run: Run, sinks: SinkReport | None) -> str:
+def sink_lines(key: str, run: Run, sinks: SinkReport | None) -> str:
     """The value's norm at each detected sink next to the median of the other positions, or a plain 'no sink'."""
     if sinks is None or not sinks.sinks:
         return "<p>No sink detected in this run.</p>"
-    norms = np.linalg.norm(run[full_name], axis=-1)
+    norms = np.linalg.norm(run[key], axis=-1)
     lines = []
     for sink in sinks.sinks:
         others = np.delete(norms, sink.position)
@@ -78,11 +80,11 @@ class PartCard:
 
     def __init__(self, part_id: str, family: Family, n_layers: int, on_close: Callable[[str], None],
                  descriptions: dict[str, PartDescription] | None = None):
-        kind, layer = parse_part_id(part_id, n_layers)
+        kind, layer = parse_part_id(part_id, family, n_layers)
         described = (descriptions or {}).get(kind.key)
         self.what = f"<p class='card-what'>{html.escape(described.what)}</p>" if described is not None else ""
         self.part_id, self.family, self.kind, self.layer = part_id, family, kind, layer
-        self.full_names = [f"layers.{layer}.{name}" if kind.per_layer else name for name in kind.value_names]
+        self.full_names = [full_name(name, layer) for name in kind.value_names]
         module = family.module_path(kind.role, layer) or "(none in this family)"
         title = kind.label.format(i=layer) + (f" · block {layer}" if kind.per_layer and kind.key != "block" else "")
         close = pn.widgets.Button(label="✕ unpin", color="light", width=90, height=38)

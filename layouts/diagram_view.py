@@ -60,9 +60,10 @@ class DiagramView(TabView):
     def show_cards(self, run) -> None:
         """Keep one card per pinned part, newest first, each filled with the current run (a part pinned twice has
         one card)."""
-        pinned = [p for p in dict.fromkeys(self.state.pinned) if parse_part_id(p, run.n_layers) is not None]
-        self.cards = {p: self.cards.get(p) or PartCard(p, self.state.family, run.n_layers, self.unpin,
-                                                       self.descriptions) for p in pinned}
+        family = self.state.family
+        pinned = [p for p in dict.fromkeys(self.state.pinned) if parse_part_id(p, family, run.n_layers) is not None]
+        self.cards = {p: self.cards.get(p) or PartCard(p, family, run.n_layers, self.unpin, self.descriptions)
+                      for p in pinned}
         for card in self.cards.values():
             if not card.shows(run, self.state.sinks):
                 card.show(run, self.state.sinks)

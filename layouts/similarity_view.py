@@ -9,6 +9,7 @@ import param
 from bokeh.models import ColumnDataSource, LinearColorMapper
 from bokeh.palettes import Viridis256
 
+from model_backend.names import full_name
 from model_backend.run import Run
 from model_backend.similarity import laminar_profile, token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
@@ -107,7 +108,7 @@ class SimilarityView(TabView):
         show_square(self.across, self.across_image, matrix, labels,
                     f"Token {position} across boundaries · {run.seq_len} tokens")
         layer = min(self.state.layer, run.n_layers - 1)
-        positions, matrix = tokens_within_layer(run, f"layers.{layer}.layer_output", center=self.center,
+        positions, matrix = tokens_within_layer(run, full_name("layer_output", layer), center=self.center,
                                                 skip_first=self.skip_first)
         show_square(self.within, self.within_image, matrix, position_labels(run, positions),
                     f"Tokens at block {layer}'s output · {run.seq_len} tokens")

@@ -17,12 +17,12 @@ import torch
 
 from .hooks import hook_input, hook_output
 from .loading import LoadedModel
-from .names import LAYER_VALUES, MODEL_VALUES, ValueName
+from .names import VALUES_BY_NAME, full_name
+from .readout import unembed
 from .run import Run
 from .tokens import check_fits, encode_prompt, token_strings
 
-CAPTURED_LAYER_VALUES = tuple(v for v in LAYER_VALUES if v.name != "attention_probabilities")
-CAPTURED_MODEL_VALUES = tuple(v for v in MODEL_VALUES if v.name != "logits")
+NOT_HOOKED = ("logits", "attention_probabilities")  # computed when first read (Run.logits, Run.attention_probabilities)
 
 
 def capture_run(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> Run:
@@ -38,7 +38,8 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
     with torch.inference_mode(), recorder.hooked():
         # lm_head runs for the last position only: the full [seq, vocab] logits cost a fifth of a GPT-2 pass, and
         # ``Run.logits`` computes them from final_norm_output with the same module when first read.
-        loaded.model(input_ids=torch.tensor([token_ids]), use_cache=False, logits_to_keep=1)
+        loaded.model(input_ids=torch.tensor([token_ids], device=loaded.model.device), use_cache=False,
+                     logits_to_keep=1)
     seconds = time.perf_counter() - started
     return Run(
         model_name=loaded.display_name,
@@ -53,6 +54,7 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
         n_layers=loaded.n_layers,
         n_heads=loaded.n_heads,
         n_kv_heads=loaded.n_kv_heads,
+        layer_value_names=tuple(n for n in loaded.family.value_reads() if VALUES_BY_NAME[n].per_layer),
         seconds=seconds,
         recompute_pattern=recorder.pattern_recomputer(),
         read_logits=logits_reader(loaded, recorder.values["final_norm_output"]),
@@ -60,11 +62,22 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
 
 
 def logits_reader(loaded: LoadedModel, final_norm_output: np.ndarray):
-    """A function giving the logits at some positions: lm_head applied to final_norm_output, as the model does."""
+    """A function giving the logits at some positions: lm_head (and any softcap) on final_norm_output, as the model
+    does."""
     def read(positions) -> np.ndarray:
         with torch.inference_mode():
-            return loaded.module("lm_head")(torch.from_numpy(final_norm_output[positions])[None])[0].numpy()
+            return as_numpy(unembed(loaded, to_model(loaded, final_norm_output[positions]))[0])
     return read
+
+
+def to_model(loaded: LoadedModel, array: np.ndarray) -> torch.Tensor:
+    """A captured [seq, ...] array as a [1, seq, ...] tensor on the model's device in its compute dtype."""
+    return torch.from_numpy(array)[None].to(device=loaded.model.device, dtype=loaded.model.dtype)
+
+
+def as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor as float32 numpy on the CPU, whatever the model's device and compute dtype."""
+    return tensor.detach().to(device="cpu", dtype=torch.float32).numpy()
 
 
 def first_tensor(value) -> torch.Tensor:
@@ -83,7 +96,12 @@ class _Recorder:
     def __init__(self, loaded: LoadedModel, seq_len: int):
         self.loaded = loaded
         self.values: dict[str, np.ndarray] = {}
-        n_slots = 4 * loaded.n_layers + 4  # embeddings (token, position, sum), 4 per block, final norm
+        reads = loaded.family.value_reads()
+        self.layer_reads = {n: read for n, read in reads.items() if VALUES_BY_NAME[n].per_layer and n not in NOT_HOOKED}
+        self.model_reads = {n: read for n, read in reads.items() if not VALUES_BY_NAME[n].per_layer
+                            and n not in NOT_HOOKED}
+        # One slot per value, and one for the embeddings' sum; unwritten slots take no memory.
+        n_slots = len(self.model_reads) + 1 + loaded.n_layers * len(self.layer_reads)
         self.buffer = torch.empty(n_slots, seq_len, loaded.config.hidden_size)  # [slot, seq, hidden]
         self.slots_used = 0
         self.last_kept: tuple[torch.Tensor, np.ndarray] | None = None
@@ -96,28 +114,24 @@ class _Recorder:
     def hooked(self):
         handles = []
         try:
-            for value in CAPTURED_MODEL_VALUES:
-                handles += self._hook_value(value, None)
+            for name, (role, side) in self.model_reads.items():
+                handles += self._hook_value(full_name(name), role, side, None)
             for layer in range(self.loaded.n_layers):
-                for value in CAPTURED_LAYER_VALUES:
-                    handles += self._hook_value(value, layer)
+                for name, (role, side) in self.layer_reads.items():
+                    handles += self._hook_value(full_name(name, layer), role, side, layer)
                 handles.append(hook_output(self.loaded.module("attention", layer), self._attention_reader(layer),
                                            with_kwargs=True))
-                value_projection = self.loaded.model.get_submodule(self.loaded.family.value_projection.format(i=layer))
-                handles.append(hook_output(value_projection, self._value_norm_reader(layer)))
+                handles.append(hook_output(self.loaded.module("value_projection", layer),
+                                           self._value_norm_reader(layer)))
             yield self
         finally:
             for handle in handles:
                 handle.remove()
 
-    def _hook_value(self, value: ValueName, layer: int | None) -> list:
-        """Hook the module that ``value`` is read at (input or output); nothing if the family lacks it."""
-        module = self.loaded.module(value.role, layer)
-        if module is None:
-            return []
-        key = value.full_name(layer)
-
-        if value.side == "input":
+    def _hook_value(self, key: str, role: str, side: str, layer: int | None) -> list:
+        """Hook the module a value is read at (its input or output) to keep it under ``key``."""
+        module = self.loaded.module(role, layer)
+        if side == "input":
             def read_input(_module, args, kwargs):
                 self.values[key] = self.keep(args[0] if args else kwargs["hidden_states"])
             return [hook_input(module, read_input, with_kwargs=True)]
@@ -135,7 +149,7 @@ class _Recorder:
             return self.last_kept[1]
         slot = self.buffer[self.slots_used]
         self.slots_used += 1
-        slot.copy_(without_batch(tensor))
+        slot.copy_(without_batch(tensor))  # to float32 on the CPU, whatever the model computes in
         self.last_kept = (tensor, slot.numpy())
         return self.last_kept[1]
 
@@ -143,20 +157,16 @@ class _Recorder:
         """Keep the call's mask and positions for recomputation, and reduce the pattern to per-key sums."""
         def read(_module, args, kwargs, output):
             pattern = output[1][0]  # [heads, query, key]
-            self.column_sums[layer] = pattern.sum(dim=1).numpy()
-            self.diagonals[layer] = pattern.diagonal(dim1=1, dim2=2).numpy().copy()
+            self.column_sums[layer] = as_numpy(pattern.sum(dim=1, dtype=torch.float32))
+            self.diagonals[layer] = as_numpy(pattern.diagonal(dim1=1, dim2=2)).copy()
             self.attention_calls[layer] = (args[1:], {k: v for k, v in kwargs.items() if k != "hidden_states"})
         return read
 
     def _value_norm_reader(self, layer: int):
         """Norm of every head's value vector at every position, from the projection that makes the values."""
-        which, of = self.loaded.family.value_chunk
-        n_kv_heads = self.loaded.n_kv_heads
-
         def read(_module, _args, output):
-            values = output[0].chunk(of, dim=-1)[which]  # [seq, kv_heads * head_dim]
-            per_head = values.unflatten(-1, (n_kv_heads, -1))  # [seq, kv_heads, head_dim]
-            self.value_norms[layer] = per_head.norm(dim=-1).T.numpy()  # [kv_heads, seq]
+            per_head = values_per_head(self.loaded, output[0])  # [seq, kv_heads, head_dim]
+            self.value_norms[layer] = as_numpy(per_head.float().norm(dim=-1).T)  # [kv_heads, seq]
         return read
 
     def pattern_recomputer(self):
@@ -164,10 +174,23 @@ class _Recorder:
         loaded, values, calls = self.loaded, self.values, self.attention_calls
 
         def recompute(layer: int) -> np.ndarray:
-            layer_input = torch.from_numpy(values[f"layers.{layer}.layer_input"])[None]
+            layer_input = to_model(loaded, values[full_name("layer_input", layer)])
             args, kwargs = calls[layer]
+            norm = loaded.module("attention_norm", layer)  # none in a post-norm block: attention reads the stream
             with torch.inference_mode():
-                normed = loaded.module("attention_norm", layer)(layer_input)
-                _, pattern = loaded.module("attention", layer)(normed, *args, **kwargs)
-            return pattern[0].numpy()
+                _, pattern = loaded.module("attention", layer)(layer_input if norm is None else norm(layer_input),
+                                                               *args, **kwargs)
+            return as_numpy(pattern[0])
         return recompute
+
+
+def values_per_head(loaded: LoadedModel, projected: torch.Tensor) -> torch.Tensor:
+    """The values [seq, kv_heads, head_dim] cut from the value projection's [seq, width] output, by its layout:
+    all of it (separate), the block after the queries and keys (fused), or each head's last third (interleaved)."""
+    layout, n_kv_heads = loaded.family.values_layout, loaded.n_kv_heads
+    if layout == "interleaved":  # [q_h k_h v_h] for each head h in turn (GPT-NeoX)
+        return projected.unflatten(-1, (n_kv_heads, -1)).chunk(3, dim=-1)[2]
+    if layout == "fused":  # [q_0..q_H k_0..k_KV v_0..v_KV] (GPT-2's c_attn, Phi-3's qkv_proj)
+        head_dim = projected.shape[-1] // (loaded.n_heads + 2 * n_kv_heads)
+        projected = projected[..., (loaded.n_heads + n_kv_heads) * head_dim:]
+    return projected.unflatten(-1, (n_kv_heads, -1))

@@ -27,3 +27,7 @@ class PromptError(BackendError, ValueError):
 
 class ModelPreparationError(ModelLoadError):
     """A model's copy from the package index could not be prepared: checksum mismatch, disk full, a bad file."""
+
+
+class FamilyMismatchError(ModelLoadError):
+    """The load probe found an identity of the family's anatomy broken: the model is not built as its family says."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from .loading import LoadedModel
 from .lens import logit_lens
+from .names import parse_full_name
 from .run import Run
 
 EXPORT_TOP_K = 10
@@ -26,11 +27,8 @@ def export_arrays(loaded: LoadedModel, run: Run, *, k: int = EXPORT_TOP_K):
     yield "token_ids", run.token_ids
     yield "tokens", np.array(run.tokens, dtype=np.str_)
     for name in run.value_names():
-        if name.endswith(".attention_probabilities"):
-            layer = int(name.split(".")[1])
-            yield name, run.attention_probabilities(layer)
-        else:
-            yield name, run[name]
+        value, layer, _ = parse_full_name(name)
+        yield name, run.attention_probabilities(layer) if value.name == "attention_probabilities" else run[name]
     lens = logit_lens(loaded, run, k=k)
     yield "logit_lens.top_ids", lens.top_ids
     yield "logit_lens.top_probs", lens.top_probs

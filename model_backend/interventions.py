@@ -15,7 +15,7 @@ from .hooks import hook_output
 from .loading import LoadedModel
 from .run import Run
 
-SCALABLE_SITES = {"layer_output": "layer", "attention_output": "attention", "mlp_output": "mlp"}
+SCALABLE_SITES = ("layer_output", "attention_output", "mlp_output")  # read where the family says (value_reads)
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def scaled_output_hook(alpha: float):
 def last_position_logprob(loaded: LoadedModel, token_ids: torch.Tensor, target_id: int) -> float:
     """The log-probability of ``target_id`` as the next token after the whole prompt."""
     logits = loaded.model(input_ids=token_ids, use_cache=False, logits_to_keep=1).logits[0, -1]
-    return float(logits.log_softmax(dim=-1)[target_id])
+    return float(logits.float().log_softmax(dim=-1)[target_id])
 
 
 def clean_logprob(run: Run, target_id: int) -> float:
@@ -55,9 +55,11 @@ def scaled_logprob(loaded: LoadedModel, run: Run, target_id: int, layer: int, *,
     if site not in SCALABLE_SITES:
         raise ValueError(f"site must be one of {', '.join(SCALABLE_SITES)}, not {site!r}")
     with torch.inference_mode():
-        handle = hook_output(loaded.module(SCALABLE_SITES[site], layer), scaled_output_hook(alpha))
+        role, _ = loaded.family.value_reads()[site]
+        handle = hook_output(loaded.module(role, layer), scaled_output_hook(alpha))
         try:
-            return last_position_logprob(loaded, torch.from_numpy(run.token_ids)[None], target_id)
+            return last_position_logprob(loaded, torch.from_numpy(run.token_ids)[None].to(loaded.model.device),
+                                         target_id)
         finally:
             handle.remove()
 

@@ -14,7 +14,9 @@ import numpy as np
 import torch
 
 from .boundaries import residual_boundaries
+from .capture import to_model
 from .loading import LoadedModel
+from .readout import unembed
 from .run import Run
 
 
@@ -38,9 +40,10 @@ class LogitLens:
 
 
 def read_out(loaded: LoadedModel, residual: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
-    """Logits from a [1, seq, hidden] residual: final norm then lm_head, or lm_head alone when ``raw``."""
+    """Logits from a [1, seq, hidden] residual: final norm then the model's readout (lm_head and any softcap), or the
+    readout alone when ``raw``."""
     normed = residual if raw else loaded.module("final_norm")(residual)
-    return loaded.module("lm_head")(normed)
+    return unembed(loaded, normed)
 
 
 def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | None = None,
@@ -61,8 +64,7 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
         for row, (_, name) in enumerate(boundaries):
             if keep_reading is not None and not keep_reading():
                 return None
-            residual = torch.from_numpy(run[name][positions])[None]
-            logits = read_out(loaded, residual, raw=raw)[0]  # [positions, vocab]
+            logits = read_out(loaded, to_model(loaded, run[name][positions]), raw=raw)[0].float().cpu()  # [pos, vocab]
             if row == len(boundaries) - 1 and not raw:
                 last_row_diff = float((logits - torch.from_numpy(run.logits_at(positions))).abs().max())
             # Top-k of the logits, then only those k normalised: no full-vocabulary probability table.

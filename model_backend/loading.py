@@ -1,8 +1,9 @@
 """Load a causal LM and its tokenizer by name, Hub id, local folder or the HF cache, ready for capture.
 
-Models load in float32 with eager attention (the only path that exposes the attention pattern), in eval mode, from
-safetensors only (a pickle checkpoint can run code when read), and never with ``trust_remote_code``. The
-architecture is checked from the config before any weight is read.
+Models load with eager attention (the only path that exposes the attention pattern), in float32 unless asked
+for bfloat16, in eval mode, from safetensors only (a pickle checkpoint can run code when read), and never with
+``trust_remote_code``; the capture returns float32 numpy either way. The architecture is checked from the config
+before any weight is read, and a short probe pass checks the family's identities once the weights are in.
 """
 
 from __future__ import annotations
@@ -77,30 +78,40 @@ class LoadedModel:
         return None if path is None else self.model.get_submodule(path)
 
 
-def load_model(source: str, progress: Progress | None = None) -> LoadedModel:
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def load_model(source: str, *, progress: Progress | None = None, revision: str | None = None, device: str = "cpu",
+               dtype: str = "float32") -> LoadedModel:
     """Load ``source`` for capture: a shipped model's name (``demo-gpt2``), a local folder, or a Hub id served from
-    the HF cache or the Hub, else from the package index's copy where one exists (``progress`` hears how its
-    preparation goes)."""
+    the HF cache or the Hub (``id@revision`` for one of its revisions, such as a training checkpoint), else from the
+    package index's copy where one exists (``progress`` hears how its preparation goes); on ``device`` ("cpu",
+    "cuda", "mps", or "auto" to spread a model larger than one device over all of them) computing in ``dtype``."""
+    options = {"device": device, "dtype": dtype}
     if source in SHIPPED_MODELS:
-        return _load_from(str(SHIPPED_MODELS[source]), source, "shipped with the project", local_files_only=True)
+        return _load_from(str(SHIPPED_MODELS[source]), source, "shipped with the project", local_files_only=True,
+                          **options)
     folder = Path(source).expanduser()
     if folder.is_dir():
-        return _load_from(str(folder), source, "local folder", local_files_only=True)
+        return _load_from(str(folder), source, "local folder", local_files_only=True, **options)
     if _looks_like_path(source):
         raise ModelNotFoundError(f"no model folder at {folder}")
+    source, _, named_revision = source.partition("@")
+    options["revision"] = revision or named_revision or None
     try:
-        return _load_from(source, source, "HF cache", local_files_only=True)
+        return _load_from(source, source, "HF cache", local_files_only=True, **options)
     except OSError:
         pass
     try:
-        return _load_from_hub(source)
+        return _load_from_hub(source, options)
     except ModelNotCachedError as no_hub:
-        if source not in PACKAGE_INDEX_COPIES:
+        if source not in PACKAGE_INDEX_COPIES or options["revision"]:
             raise
-        return _load_package_index_copy(source, PACKAGE_INDEX_COPIES[source], no_hub, progress or _ignore)
+        return _load_package_index_copy(source, PACKAGE_INDEX_COPIES[source], no_hub, progress or _ignore,
+                                        device=device, dtype=dtype)
 
 
-def _load_from_hub(source: str) -> LoadedModel:
+def _load_from_hub(source: str, options: dict) -> LoadedModel:
     """Download ``source`` from the Hub, or say why it cannot be (offline, no network, no such model)."""
     if hub_constants.HF_HUB_OFFLINE:
         raise ModelNotCachedError(
@@ -112,7 +123,7 @@ def _load_from_hub(source: str) -> LoadedModel:
             f"and {source!r} is not in the HF cache ({hub_constants.HF_HUB_CACHE})"
         )
     try:
-        return _load_from(source, source, "Hugging Face Hub", local_files_only=False)
+        return _load_from(source, source, "Hugging Face Hub", local_files_only=False, **options)
     except OSError as error:
         cause = error.__cause__
         if isinstance(cause, RepositoryNotFoundError) and not isinstance(cause, GatedRepoError):
@@ -121,17 +132,17 @@ def _load_from_hub(source: str) -> LoadedModel:
         raise ModelNotCachedError(f"could not download {source!r} from the Hub: {reason}") from error
 
 
-def _load_package_index_copy(source: str, copy: PackageIndexCopy, no_hub: ModelNotCachedError,
-                             progress: Progress) -> LoadedModel:
+def _load_package_index_copy(source: str, copy: PackageIndexCopy, no_hub: ModelNotCachedError, progress: Progress,
+                             **options) -> LoadedModel:
     """Load the prepared copy of ``source`` (preparing it first if needed); a copy that fails to load is taken as
     damaged, deleted and prepared once more."""
     folder = _prepared(copy, no_hub, progress)
     try:
-        return _load_prepared(folder, source, copy, progress)
+        return _load_prepared(folder, source, copy, progress, options)
     except Exception:  # noqa: BLE001 - a damaged file raises whatever its reader raises
         log.warning("the prepared copy of %s in %s failed to load; preparing it again", source, folder, exc_info=True)
         remove_leftovers(folder.parent, copy)
-        return _load_prepared(_prepared(copy, no_hub, progress), source, copy, progress)
+        return _load_prepared(_prepared(copy, no_hub, progress), source, copy, progress, options)
 
 
 def _prepared(copy: PackageIndexCopy, no_hub: ModelNotCachedError, progress: Progress) -> Path:
@@ -142,9 +153,9 @@ def _prepared(copy: PackageIndexCopy, no_hub: ModelNotCachedError, progress: Pro
         raise ModelNotCachedError(f"{no_hub}; and {no_index}") from no_index
 
 
-def _load_prepared(folder: Path, source: str, copy: PackageIndexCopy, progress: Progress) -> LoadedModel:
+def _load_prepared(folder: Path, source: str, copy: PackageIndexCopy, progress: Progress, options: dict) -> LoadedModel:
     progress(f"Loading {source} from its prepared copy…")
-    return _load_from(str(folder), source, copy.origin, local_files_only=True)
+    return _load_from(str(folder), source, copy.origin, local_files_only=True, **options)
 
 
 def _ignore(_message: str) -> None:
@@ -167,24 +178,21 @@ def hub_is_reachable() -> bool:
         return False
 
 
-def _load_from(reference: str, source: str, origin: str, *, local_files_only: bool) -> LoadedModel:
+def _load_from(reference: str, source: str, origin: str, *, local_files_only: bool, revision: str | None = None,
+               device: str = "cpu", dtype: str = "float32") -> LoadedModel:
     """Read the config, check the family, then load weights and tokenizer from one place."""
+    hub = {"local_files_only": local_files_only, "trust_remote_code": False, "revision": revision}
     try:
-        config = AutoConfig.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(reference, **hub)
     except ValueError as error:
         raise UnsupportedArchitectureError(f"{source!r}: {error}") from error
-    family = family_for(config.model_type)
+    family = family_for(config)
     for key, value in family.config_overrides.items():
         setattr(config, key, value)
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            reference,
-            config=config,
-            dtype=torch.float32,
-            attn_implementation="eager",
-            local_files_only=local_files_only,
-            trust_remote_code=False,
-            use_safetensors=True,
+            reference, config=config, dtype=DTYPES[dtype], attn_implementation="eager",
+            device_map="auto" if device == "auto" else device, use_safetensors=True, **hub,
         )
     except OSError as error:
         if any(Path(reference).glob("*.bin")) and not any(Path(reference).glob("*.safetensors")):
@@ -193,5 +201,8 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
                                  "safe_serialization=True)") from error
         raise
     model.eval()
-    tokenizer = AutoTokenizer.from_pretrained(reference, local_files_only=local_files_only, trust_remote_code=False)
-    return LoadedModel(source=source, origin=origin, model=model, tokenizer=tokenizer, family=family)
+    tokenizer = AutoTokenizer.from_pretrained(reference, **hub)
+    loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model))
+    from .load_check import check_family_fits  # here: the probe's capture imports this module
+    check_family_fits(loaded)
+    return loaded

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .names import ALL_VALUES
+from .names import MODEL_VALUES, full_name, parse_full_name
 
 
 @dataclass
@@ -31,15 +31,16 @@ class Run:
     n_layers: int
     n_heads: int
     n_kv_heads: int
+    layer_value_names: tuple[str, ...]  # the per-block values the model's family has, in the vocabulary's order
     seconds: float
     recompute_pattern: Callable[[int], np.ndarray] = field(repr=False)
     read_logits: Callable[[object], np.ndarray] = field(repr=False)  # positions -> [positions, vocab]
 
-    def __getitem__(self, full_name: str) -> np.ndarray:
-        return self.logits if full_name == "logits" else self.values[full_name]
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.logits if key == "logits" else self.values[key]
 
-    def __contains__(self, full_name: str) -> bool:
-        return full_name == "logits" or full_name in self.values
+    def __contains__(self, key: str) -> bool:
+        return key == "logits" or key in self.values
 
     @property
     def seq_len(self) -> int:
@@ -57,20 +58,20 @@ class Run:
         return self.values["logits"][positions] if "logits" in self.values else self.read_logits(positions)
 
     def attention_probabilities(self, layer: int) -> np.ndarray:
-        """The pattern of one block, [heads, query, key], recomputed from ``layers.{layer}.layer_input``."""
+        """The pattern of one block, [heads, query, key], recomputed from the block's stored ``layer_input``."""
         if not 0 <= layer < self.n_layers:
             raise IndexError(f"layer {layer} is outside 0..{self.n_layers - 1}")
         return self.recompute_pattern(layer)
 
     def value_names(self) -> list[str]:
         """Every standardized full name this run holds, in the vocabulary's order (patterns included)."""
-        names = [v.full_name() for v in ALL_VALUES if not v.per_layer and v.full_name() in self]
+        names = [full_name(v.name) for v in MODEL_VALUES if full_name(v.name) in self]
         for layer in range(self.n_layers):
-            names += [v.full_name(layer) for v in ALL_VALUES if v.per_layer]
+            names += [full_name(name, layer) for name in self.layer_value_names]
         return names
 
-    def shape_of(self, full_name: str) -> tuple[int, ...]:
+    def shape_of(self, key: str) -> tuple[int, ...]:
         """The shape of a value, patterns included, without recomputing a pattern."""
-        if full_name.endswith(".attention_probabilities"):
+        if parse_full_name(key)[0].name == "attention_probabilities":
             return (self.n_heads, self.seq_len, self.seq_len)
-        return self[full_name].shape
+        return self[key].shape

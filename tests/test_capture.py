@@ -17,6 +17,7 @@ def test_vocabulary_order_is_pinned():
     assert [v.name for v in ALL_VALUES] == [
         "token_embeddings", "position_embeddings", "final_norm_output", "logits",
         "layer_input", "attention_output", "layer_mid", "mlp_output", "layer_output", "attention_probabilities",
+        "attention_post_norm_input", "mlp_post_norm_input",
     ]
     assert RESIDUAL_SUBLAYER_ORDER == ("layer_input", "attention_output", "layer_mid", "mlp_output", "layer_output")
 

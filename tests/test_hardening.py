@@ -14,7 +14,7 @@ import torch
 from conftest import run_coroutine
 from transformers import AutoModelForCausalLM
 
-from layouts.diagram_parts import parse_part_id
+from layouts.diagram_parts import could_name_a_part
 from layouts.downloads import spreadsheet_safe
 from layouts.state import ExplorerState
 from model_backend import ModelLoadError, PromptError, load_model
@@ -55,7 +55,7 @@ def test_pinned_ids_are_deduplicated_checked_and_capped():
     choices, notes = url_choices(arguments(pinned=json.dumps(listed)))
     assert choices["pinned"][:2] == ["block.1", "attention.0"] and len(choices["pinned"]) == PINNED_MAX
     assert len(set(choices["pinned"])) == PINNED_MAX and "pinned cards" in notes[0]
-    assert parse_part_id("block.²", 10) is None
+    assert not could_name_a_part("block.²")
 
 
 def test_the_url_written_reads_back_as_the_same_choices():

@@ -17,6 +17,7 @@ from layouts.logit_lens_view import LogitLensView, lens_cells
 from layouts.norms_view import NormsView, sink_summary
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
+from model_backend.families import FAMILIES
 from model_backend import capture_run, detect_sinks, joined_lens, logit_lens
 
 HTML_PROMPT = "<img src=x onerror=alert(1)> & <b>"
@@ -103,9 +104,12 @@ def test_cards_escape_tokens_and_report_the_identity_check(gpt2):
 
 
 def test_part_ids_round_trip_and_clicks_find_boxes():
-    parts = diagram_parts(n_layers=3, open_layer=2, has_position_embeddings=True)
-    for part in parts:
-        assert parse_part_id(part.id, 3) is not None
-        assert part_at(parts, part.x, part.y) is part
-    assert parse_part_id("block.3", 3) is None
-    assert parse_part_id("nonsense", 3) is None
+    for family in FAMILIES:
+        parts = diagram_parts(family, n_layers=3, open_layer=2)
+        for part in parts:
+            assert parse_part_id(part.id, family, 3) is not None
+            assert part_at(parts, part.x, part.y) is part
+        assert parse_part_id("block.3", family, 3) is None
+        assert parse_part_id("nonsense", family, 3) is None
+        has_mid = family.has_value("layer_mid")
+        assert (parse_part_id("attention_add.0", family, 3) is not None) == has_mid

@@ -41,7 +41,8 @@ def test_missing_folder_is_not_found(tmp_path):
 
 def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]}))
-    with pytest.raises(UnsupportedArchitectureError, match="'bert'.*gpt2, llama, mistral, qwen2"):
+    with pytest.raises(UnsupportedArchitectureError, match="'bert'.*gemma2, gemma3_text, gpt2, gpt_neox, llama, "
+                                                            "mistral, qwen2, olmo2, phi3, qwen3"):
         load_model(str(tmp_path))
 
 
@@ -82,3 +83,19 @@ def test_hub_id_loads_from_the_hf_cache_offline(tiny_gpt2_dir, tmp_path):
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "HF cache | tiny-org/tiny-gpt2 | GPT-2"
+
+
+def test_bfloat16_compute_still_gives_float32_values_and_passes_the_probe(tiny_llama_dir):
+    loaded = load_model(str(tiny_llama_dir), dtype="bfloat16")
+    assert loaded.model.dtype == torch.bfloat16
+    run = capture_run(loaded, "The capital of France is", bos=True)
+    assert run["layers.1.layer_output"].dtype == np.float32 and run.logits.dtype == np.float32
+    assert run.attention_probabilities(0).dtype == np.float32
+
+
+def test_a_hub_id_names_its_revision_after_an_at_sign(monkeypatch):
+    calls = []
+    monkeypatch.setattr("model_backend.loading._load_from", lambda *args, **kwargs: calls.append((args, kwargs)))
+    load_model("EleutherAI/pythia-160m@step1000")
+    assert calls[0][0][:2] == ("EleutherAI/pythia-160m", "EleutherAI/pythia-160m")
+    assert calls[0][1]["revision"] == "step1000"

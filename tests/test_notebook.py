@@ -79,7 +79,7 @@ def test_each_view_cell_shows_its_figures(executed_notebook, call):
 def test_every_figure_of_every_view_has_the_save_tool(gpt2):
     """The README's promise: any figure saves as PNG from its toolbar (every diagram card pinned)."""
     run = capture_run(gpt2, "The capital of France is", bos=True)
-    every_part = [part.id for part in diagram_parts(run.n_layers, 0, "position_embeddings" in run)]
+    every_part = [part.id for part in diagram_parts(gpt2.family, run.n_layers, 0)]
     views = [norms_view(run), similarity_view(run), attention_view(run), diagram_view(gpt2, run, pinned=every_part),
              logit_lens_view(gpt2, run, target=" Paris"), attribution_view(gpt2, run),
              intervention_view(gpt2, run, target=" Paris")]

@@ -11,6 +11,7 @@ import torch
 
 from model_backend import (LoadedModel, ModelNotCachedError, ModelNotFoundError, ModelPreparationError,
                            UnsupportedArchitectureError, load_model)
+from viz_app.settings import configured_compute
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ def _note_progress(source: str, message: str) -> None:
 def _attempt(source: str) -> ModelOutcome:
     """Load a model, turning every failure into a reason a page can show (never an exception)."""
     try:
-        return ModelOutcome(source, load_model(source, progress=lambda message: _note_progress(source, message)))
+        return ModelOutcome(source, load_model(source, progress=lambda message: _note_progress(source, message),
+                                               **configured_compute()))
     except Exception as error:  # noqa: BLE001 - a bad model must never take the page down
         kind = next((label for error_type, label in FAILURE_KINDS if isinstance(error, error_type)), "failed")
         log.warning("model %s not loaded (%s): %s", source, kind, error)

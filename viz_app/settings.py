@@ -1,5 +1,6 @@
 """Which models this server offers: ``--args --models a,b``, else ``RSE_MODELS``, else GPT-2, SmolLM2-135M-Instruct
-(from the package index when the Hub cannot serve it), then the shipped demo model."""
+(from the package index when the Hub cannot serve it), then the shipped demo model; and where they compute:
+``--args --device cuda --dtype bfloat16`` (default: the CPU in float32)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,12 @@ def configured_models(argv: list[str] | None = None, environ: dict | None = None
     listed = arguments.models or (os.environ if environ is None else environ).get("RSE_MODELS", "")
     sources = [source.strip() for source in listed.split(",") if source.strip()]
     return sources or list(DEFAULT_MODELS)
+
+
+def configured_compute(argv: list[str] | None = None) -> dict[str, str]:
+    """The device and dtype models load with, as ``load_model``'s keyword arguments."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--device", choices=("cpu", "cuda", "mps", "auto"), default="cpu")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    arguments, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    return {"device": arguments.device, "dtype": arguments.dtype}

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import panel as pn
 from panel.io.location import Location
 
-from layouts.diagram_parts import parse_part_id
+from layouts.diagram_parts import could_name_a_part
 from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
 
@@ -22,7 +22,6 @@ PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server k
 POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
 NAME_MAX_CHARACTERS = 200
 LINK_PROMPT_MAX_CHARACTERS = 8_000  # Tornado refuses request lines over 64 kB, so a longer prompt stays out of links
-ANY_NUMBER_OF_LAYERS = POSITION_MAX
 
 
 class BadUrlValue(ValueError):
@@ -70,7 +69,7 @@ def read_pinned(text: str) -> tuple[list[str], str]:
         listed = None
     if not isinstance(listed, list):
         raise BadUrlValue("the link's pinned cards are not a list")
-    valid = [p for p in listed if isinstance(p, str) and parse_part_id(p, ANY_NUMBER_OF_LAYERS) is not None]
+    valid = [p for p in listed if isinstance(p, str) and could_name_a_part(p)]
     kept = list(dict.fromkeys(valid))[:PINNED_MAX]
     left_out = len(listed) - len(kept)
     return kept, (f"{left_out:,} of the link's {len(listed):,} pinned cards were repeats, unknown or over "

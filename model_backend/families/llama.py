@@ -1,0 +1,12 @@
+"""The Llama family (Llama, Mistral, Qwen2): pre-norm RMSNorm blocks, rotary positions, grouped-query attention."""
+
+from .family import Family, llama_modules
+
+LLAMA = Family(
+    name="Llama",
+    model_types=("llama", "mistral", "qwen2"),
+    modules=llama_modules(),
+    description="RMSNorm, rotary positions inside attention, grouped-query attention.",
+)
+
+FAMILIES = (LLAMA,)

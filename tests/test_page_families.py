@@ -1,0 +1,49 @@
+"""Every family's tiny checkpoint served by ``panel serve viz_app``: the page runs a prompt and draws every tab.
+
+The checkpoints are the ones each ``test_family_*.py`` declares in ``CONFIGS``, so a new family's test brings its
+model here without an edit to this file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from conftest import RUN_SECONDS, serve_app, wait_until_idle
+from family_reference import save_tiny_family_model
+from playwright.sync_api import Page, expect
+from test_page import FIGURES_BY_TAB, PROMPT, n_tokens_of, run_prompt, show_tab
+
+from model_backend import load_model
+
+FAMILY_CONFIGS = {name: config
+                  for path in sorted(Path(__file__).parent.glob("test_family_*.py"))
+                  for name, config in importlib.import_module(path.stem).CONFIGS.items()}
+
+
+@pytest.mark.parametrize("family_name", FAMILY_CONFIGS)
+def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
+    folder = save_tiny_family_model(tmp_path / "model", FAMILY_CONFIGS[family_name])
+    n_tokens = n_tokens_of(load_model(str(folder)), PROMPT)
+    process, app = serve_app(str(folder), tmp_path / "server.log")
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        page.goto(app.url)
+        expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
+        wait_until_idle(page)
+        run_prompt(page, PROMPT, n_tokens)
+        for tab in FIGURES_BY_TAB:
+            show_tab(page, tab, n_tokens)
+        wait_until_idle(page)
+        page.close()
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    log = app.log_without_closed_tab_reports()
+    assert not errors, errors
+    assert "Traceback" not in log and "failed with following error" not in log, app.log()
