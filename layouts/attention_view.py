@@ -22,13 +22,19 @@ def pattern_heatmap() -> tuple:
     """An empty [query, key] pattern image, query 0 at the top (figure ``attention_pattern``), and its source."""
     mapper = LinearColorMapper(palette=Magma256, low=0.0, high=1.0)
     fig = readable_figure(name="attention_pattern", width=560, height=500, x_range=(-0.5, 0.5), y_range=(0.5, -0.5),
-                          tooltips=[("query", "$y{0}"), ("key", "$x{0}"), ("weight", "@image{0.000}")])
+                          tooltips=[("query", "$y{0}"), ("key", "$x{0}"), ("weight / row max", "@image{0.000}")])
     source = image_source(fig, mapper)
     fig.xaxis.major_label_orientation = 0.9
     fig.xaxis.axis_label = "key"
     fig.yaxis.axis_label = "query"
-    add_color_bar(fig, mapper, "weight")
-    return fig, source, mapper
+    add_color_bar(fig, mapper, "weight / row max")
+    return fig, source
+
+
+def per_query_scaled(pattern: np.ndarray) -> np.ndarray:
+    """Each query's row divided by its largest weight: with 500 keys a row's weights are mostly near 1/500, which
+    one colour scale for the whole pattern drew as black."""
+    return pattern / np.maximum(pattern.max(axis=1, keepdims=True), 1e-12)
 
 
 def sink_share_grid() -> tuple:
@@ -53,7 +59,7 @@ class AttentionView(TabView):
     own_watches = ("head",)
 
     def build(self) -> None:
-        self.pattern_fig, self.pattern_image, self.pattern_mapper = pattern_heatmap()
+        self.pattern_fig, self.pattern_image = pattern_heatmap()
         self.share_fig, self.share_image = sink_share_grid()
         self._offer_heads()
         self.state.param.watch(self._offer_heads, "run")
@@ -80,15 +86,14 @@ class AttentionView(TabView):
         pattern = self.state.pattern
         matrix = pattern.mean(axis=0) if head is None else pattern[head]
         n = run.seq_len
-        self.pattern_mapper.high = float(matrix.max()) or 1.0
-        show_matrix(self.pattern_image, matrix)
+        show_matrix(self.pattern_image, per_query_scaled(matrix))
         cells_range(self.pattern_fig.x_range, n)
         cells_range(self.pattern_fig.y_range, n, flipped=True)
         labels = token_axis_labels(run.tokens)
         self.pattern_fig.xaxis.major_label_overrides = labels
         self.pattern_fig.yaxis.major_label_overrides = labels
         which = MEAN_OVER_HEADS if head is None else f"head {head}"
-        self.pattern_fig.title.text = f"Block {layer}, {which} · {n} tokens"
+        self.pattern_fig.title.text = f"Block {layer}, {which} · {n} tokens · each query row scaled to its max"
 
     def show_sink_share(self, run: Run, sink_positions: list[int]) -> None:
         sink = sink_positions[0] if sink_positions else 0
@@ -102,6 +107,7 @@ class AttentionView(TabView):
         self.share_fig.title.text = f"Share on {what} · {run.seq_len} tokens"
 
     def layout(self):
-        return pn.Column(pn.Row(pn.widgets.IntInput.from_param(self.state.param.layer, width=120),
-                                pn.widgets.Select.from_param(self.param.head, width=220)),
-                         pn.Row(pn.pane.Bokeh(self.pattern_fig), pn.pane.Bokeh(self.share_fig)))
+        return pn.Column(pn.FlexBox(pn.widgets.IntInput.from_param(self.state.param.layer, width=120),
+                                    pn.widgets.Select.from_param(self.param.head, width=220)),
+                         pn.FlexBox(pn.pane.Bokeh(self.pattern_fig), pn.pane.Bokeh(self.share_fig)),
+                         sizing_mode="stretch_width")

@@ -17,7 +17,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .style import WIDE, readable_figure
+from .style import NARROW, readable_figure
 from .tab_view import TabView
 
 if TYPE_CHECKING:  # the attribution module imports torch; the view only reads its arrays
@@ -78,8 +78,8 @@ def name_bars_on_axis(fig, per_head: bool) -> None:
 def attribution_figure() -> tuple:
     """An empty bar chart (figure ``logit_attribution``) and its source (``attribution_bars``), one bar per term."""
     source = ColumnDataSource({"x": [], "label": [], "term": [], "kind": [], "color": []}, name="attribution_bars")
-    fig = readable_figure(name="logit_attribution", x_range=FactorRange(), tools="xpan,xwheel_zoom,reset,save",
-                          title="Direct logit attribution")
+    fig = readable_figure(name="logit_attribution", width=NARROW + 120, x_range=FactorRange(),
+                          tools="xpan,xwheel_zoom,reset,save", title="Direct logit attribution")
     bars = fig.vbar(x="x", top="term", width=0.8, source=source, color="color", line_color=None)
     fig.add_tools(TapTool(renderers=[bars]),
                   HoverTool(renderers=[bars], tooltips=[("value", "@label"), ("term", "@term{0.0000}")]))
@@ -156,7 +156,7 @@ class AttributionView(TabView):
         self.figure.x_range.factors = factors  # first: the empty range maps one level, the bars need two
         self.bars.data = {"x": factors, "label": labels, "term": terms, "kind": kinds,
                           "color": [KIND_COLORS[k] for k in kinds]}
-        self.figure.width = max(WIDE, BAR_PIXELS * len(labels))
+        self.figure.width = max(NARROW + 120, BAR_PIXELS * len(labels))
         name_bars_on_axis(self.figure, self.per_head)
         self.figure.title.text = (f"Direct logit attribution of {visible_token(attribution.target_token)} at position "
                                   f"{attribution.position} · {run.seq_len} tokens")
@@ -191,9 +191,9 @@ class AttributionView(TabView):
 
     def layout(self):
         return pn.Column(
-            pn.Row(self.position_picker,
+            pn.FlexBox(self.position_picker,
                    pn.widgets.TextInput.from_param(self.state.param.attribution_target, width=240,
                                                    placeholder="empty: the top prediction"),
                    pn.widgets.Checkbox.from_param(self.param.per_head, align="end")),
-            self.about, self.check, pn.Row(pn.pane.Bokeh(self.figure), scroll=True, width=WIDE + 40),
-            self.pinned_note, self.download)
+            self.about, self.check, self.pinned_note,
+            pn.Row(pn.pane.Bokeh(self.figure), scroll=True, sizing_mode="stretch_width"), self.download)

@@ -42,10 +42,15 @@ def url_note_line(note: str) -> str:
     return f"<p class='url-note'>Link: {html.escape(note)}.</p>" if note else ""
 
 
-def npz_link_line(link: str, megabytes: float) -> str:
-    """The prepared NPZ as a link that saves it (the server streams it from a file)."""
-    return (f"<p class='npz-link'><a href='{html.escape(link)}' download='run.npz'>Save run.npz "
-            f"({megabytes:,.1f} MB)</a></p>" if link else "")
+def npz_link_line(link: str, megabytes: float, stale: str) -> str:
+    """The prepared NPZ as a link that saves it under its own name (the server streams it from a file), marked
+    while the views show a previous run."""
+    if not link:
+        return ""
+    name = html.escape(link.rsplit("/", 1)[-1])
+    previous = " <b>(the previous run)</b>" if stale else ""
+    return (f"<p class='npz-link'><a href='{html.escape(link)}' download='{name}'>Save {name} "
+            f"({megabytes:,.1f} MB)</a>{previous}</p>")
 
 
 def sidebar_controls(state: ExplorerState) -> list:
@@ -67,6 +72,8 @@ def sidebar_controls(state: ExplorerState) -> list:
         pn.pane.HTML(pn.bind(error_line, state.param.message), width=SIDEBAR_WIDTH - 20),
         pn.pane.HTML(pn.bind(url_note_line, state.param.url_note), width=SIDEBAR_WIDTH - 20),
         download,
-        pn.pane.HTML(pn.bind(npz_link_line, state.param.npz_link, state.param.npz_megabytes), width=SIDEBAR_WIDTH - 20),
+        pn.pane.HTML(pn.bind(npz_link_line, state.param.npz_link, state.param.npz_megabytes, state.param.stale),
+                     width=SIDEBAR_WIDTH - 20),
         pn.pane.HTML(pn.bind(model_report, state.param.model_outcomes), width=SIDEBAR_WIDTH - 20),
+        pn.widgets.Checkbox.from_param(state.param.presenter, label="presenter mode: large text for a projector"),
     ]

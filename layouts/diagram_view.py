@@ -72,4 +72,4 @@ class DiagramView(TabView):
             self.card_column.objects = layouts
 
     def layout(self):
-        return pn.Row(self.diagram, pn.Column(self.hint, self.card_column))
+        return pn.FlexBox(self.diagram, pn.Column(self.hint, self.card_column))

@@ -5,28 +5,43 @@ from __future__ import annotations
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, Span
+from bokeh.models import ColumnDataSource, Title
 
 from model_backend.tokens import visible_token
 
 from .style import readable_figure, show_ticks
 from .tab_view import TabView
 
+MIN_SPAN = 1.0  # log-probability units the y axis always shows
+LAST_BLOCK_NOTE = ("The last block's point sits on the clean line: the final norm divides the residual by its own "
+                   "size, so scaling the whole last output changes nothing.")
+
 
 def sweep_plot() -> tuple:
     """An empty log-probability-per-scaled-block figure (``intervention``), its points and the clean run's line."""
-    fig = readable_figure(name="intervention", height=420, x_range=(-0.5, 0.5),
+    fig = readable_figure(name="intervention", height=420, x_range=(-0.5, 0.5), y_range=(-1, 0),
                           tooltips=[("block", "@x"), ("log p", "@y{0.000}")])
     points = ColumnDataSource({"x": [], "y": []}, name="intervention_points")
-    fig.line("x", "y", source=points, line_width=3, legend_label="block scaled")
-    fig.scatter("x", "y", source=points, size=10)
-    clean = Span(dimension="width", line_dash="dashed", line_color="#d62728", line_width=2, visible=False)
-    fig.add_layout(clean)
+    fig.line("x", "y", source=points, line_width=3, legend_label="that block's output scaled")
+    fig.scatter("x", "y", source=points, size=10, legend_label="that block's output scaled")
+    clean = ColumnDataSource({"x": [], "y": []}, name="intervention_clean")
+    fig.line("x", "y", source=clean, line_dash="dashed", line_color="#d62728", line_width=2,
+             legend_label="clean run, nothing scaled")
     fig.xaxis.axis_label = "scaled block"
     fig.yaxis.axis_label = "log-probability"
     fig.legend.label_text_font_size = "15px"
-    fig.legend.location = "bottom_right"
+    fig.legend.orientation = "horizontal"
+    fig.add_layout(fig.legend[0], "above")  # above the plot, never over a point
+    fig.add_layout(Title(text=LAST_BLOCK_NOTE, text_font_size="14px", text_font_style="italic"), "below")
     return fig, points, clean
+
+
+def log_prob_range(points: np.ndarray, clean: float) -> tuple[float, float]:
+    """A y range around the points and the clean line, at least ``MIN_SPAN`` tall, so a flat sweep is not drawn as
+    noise magnified to fill the plot."""
+    low, high = float(np.min(points, initial=clean)), float(np.max(points, initial=clean))
+    middle, half = (low + high) / 2, max((high - low) * 0.6, MIN_SPAN / 2)
+    return middle - half, middle + half
 
 
 class InterventionView(TabView):
@@ -45,21 +60,24 @@ class InterventionView(TabView):
         if sweep is None:
             self.note.object = "<p>Scaling each block in turn…</p>"
             self.points.data = {"x": [], "y": []}
+            self.clean.data = {"x": [], "y": []}
             self.state.param.trigger("sweep_requested")
             return
         done = len(sweep.scaled_logprobs)
         self.points.data = {"x": np.arange(done), "y": sweep.scaled_logprobs}
-        self.clean.update(location=sweep.clean_logprob, visible=True)
+        self.clean.data = {"x": [-0.5, run.n_layers - 0.5], "y": [sweep.clean_logprob] * 2}
+        self.fig.y_range.update(**dict(zip(("start", "end"), log_prob_range(sweep.scaled_logprobs,
+                                                                              sweep.clean_logprob))))
         show_ticks(self.fig.xaxis, range(run.n_layers))
         self.fig.x_range.update(start=-0.5, end=run.n_layers - 0.5)
         progress = "" if done == run.n_layers else f" · {done} of {run.n_layers} blocks so far"
         self.fig.title.text = (f"log p({visible_token(self.state.target)}) at the last position, each block's "
                                f"{sweep.site} × {sweep.alpha:g} · {run.seq_len} tokens{progress}")
-        self.note.object = f"<p>Dashed red line: the clean run, log p = {sweep.clean_logprob:.3f}.</p>"
+        self.note.object = f"<p>Clean run: log p = {sweep.clean_logprob:.3f}.</p>"
 
     def layout(self):
         return pn.Column(
-            pn.Row(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
+            pn.FlexBox(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
                    pn.widgets.FloatSlider.from_param(self.state.param.alpha, width=300),
                    pn.widgets.Button.from_param(self.state.param.sweep_requested, color="primary", width=200)),
             self.note, pn.pane.Bokeh(self.fig))

@@ -44,7 +44,9 @@ def norms_lines(*, log_scale: bool) -> tuple:
              text_color="#d62728")
     fig.xaxis.axis_label = "position"
     fig.yaxis.axis_label = "‖residual‖"
-    return fig, lines, sinks
+    boundaries = LinearColorMapper(palette=Viridis256, low=0, high=1)
+    add_color_bar(fig, boundaries, "line colour: boundary (0 = embeddings)")
+    return fig, lines, sinks, boundaries
 
 
 def sink_labels(sinks: SinkReport, norms: np.ndarray) -> dict:
@@ -101,7 +103,7 @@ class NormsView(TabView):
         """Make the figures for the current axis type (the only change that needs new figures)."""
         mapper = self.log_mapper if self.log_scale else self.linear_mapper
         self.heatmap, self.heatmap_image = norms_heatmap(mapper)
-        self.lines, self.lines_data, self.sink_marks = norms_lines(log_scale=self.log_scale)
+        self.lines, self.lines_data, self.sink_marks, self.line_colors = norms_lines(log_scale=self.log_scale)
 
     def _change_axis_type(self, *_events) -> None:
         """New figures, filled before they replace the shown ones (so they reach the page with their data)."""
@@ -133,10 +135,12 @@ class NormsView(TabView):
                                 "color": viridis(len(labels))}
         self.sink_marks.data = sink_labels(sinks, norms)
         self.lines.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+        show_ticks(self.lines.xaxis, spaced_ticks(n))  # whole positions only: a tick between two read as a token
+        self.line_colors.high = len(labels) - 1
         self.lines.title.text = f"Residual norm per position, one line per boundary · {n} tokens"
         self.summary.object = sink_summary(run, sinks)
 
     def layout(self):
-        return pn.Column(pn.Row(pn.widgets.Checkbox.from_param(self.param.log_scale),
+        return pn.Column(pn.FlexBox(pn.widgets.Checkbox.from_param(self.param.log_scale),
                                 pn.widgets.Checkbox.from_param(self.param.skip_first_in_colors)),
                          self.summary, self.heatmap_pane, self.lines_pane, self.download)

@@ -18,6 +18,9 @@ from .style import add_color_bar, cells_range, image_source, readable_figure, sh
 from .tab_view import TabView
 
 MAX_PAIRS_DRAWN = 3000
+PAIRS_EXPLAINED = ("<p class='pairs-explained'>Below: each row is one pair of tokens, each column a boundary, the colour "
+                   "their cosine there (some call this the laminar profile). Rows turning yellow to the right mean the "
+                   "tokens' residuals grow alike deeper in the model; the right-hand plot is the mean over pairs.</p>")
 SQUARE = 380
 
 
@@ -79,9 +82,10 @@ class SimilarityView(TabView):
 
     skip_first = param.Boolean(default=False, label="leave out the first token")
     center = param.Boolean(default=False, label="mean-center the vectors")
-    across_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="colour scale lower bound")
-    within_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="colour scale lower bound")
-    laminar_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="colour scale lower bound")
+    across_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05,
+                              label="grey below (token across boundaries)")
+    within_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="grey below (tokens in a block)")
+    laminar_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="grey below (every token pair)")
 
     watches = ("run", "token", "layer")
     own_watches = ("skip_first", "center")
@@ -126,8 +130,8 @@ class SimilarityView(TabView):
         overrides = dict(enumerate(profile.labels))
         self.laminar.xaxis.major_label_overrides = overrides
         self.mean.xaxis.major_label_overrides = overrides
-        thinned = f", every {stride}th of {n_pairs}" if stride > 1 else f", {n_pairs}"
-        self.laminar.title.text = f"Laminar profile: token pairs{thinned} · {run.seq_len} tokens"
+        thinned = f", one in {stride} of {n_pairs}" if stride > 1 else f", {n_pairs}"
+        self.laminar.title.text = f"Every token pair at every boundary{thinned} · {run.seq_len} tokens"
         mean = profile.mean if n_pairs else np.full(n_boundaries, np.nan)
         self.mean_data.data = {"x": np.arange(n_boundaries), "y": mean}
 
@@ -136,8 +140,8 @@ class SimilarityView(TabView):
         across_low, within_low, laminar_low = (pn.widgets.FloatSlider.from_param(self.param[name], width=220)
                                                for name in ("across_low", "within_low", "laminar_low"))
         return pn.Column(
-            pn.Row(pn.widgets.Checkbox.from_param(self.param.skip_first),
+            pn.FlexBox(pn.widgets.Checkbox.from_param(self.param.skip_first),
                    pn.widgets.Checkbox.from_param(self.param.center)),
-            pn.Row(pn.Column(pn.Row(self.token_picker, across_low), pn.pane.Bokeh(self.across)),
-                   pn.Column(pn.Row(layer_picker, within_low), pn.pane.Bokeh(self.within))),
-            pn.Column(laminar_low, pn.Row(pn.pane.Bokeh(self.laminar), pn.pane.Bokeh(self.mean))))
+            pn.FlexBox(pn.Column(pn.FlexBox(self.token_picker, across_low), pn.pane.Bokeh(self.across)),
+                       pn.Column(pn.FlexBox(layer_picker, within_low), pn.pane.Bokeh(self.within))),
+            pn.pane.HTML(PAIRS_EXPLAINED), pn.Column(laminar_low, pn.FlexBox(pn.pane.Bokeh(self.laminar), pn.pane.Bokeh(self.mean))))

@@ -38,6 +38,7 @@ class ExplorerState(param.Parameterized):
     attribution_target = param.String(default="", label="target token",
                                       doc="the token whose logit is attributed; empty: the model's top prediction")
 
+    presenter = param.Boolean(default=False, doc="larger fonts and marks for a projector (kept in the URL)")
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
 
     run_requested = param.Event(label="Run", doc="run the prompt")
@@ -58,9 +59,20 @@ class ExplorerState(param.Parameterized):
     pattern_layer = param.Integer(default=None, allow_None=True, doc="the block ``pattern`` belongs to")
     sweep = param.Parameter(default=None, doc="ScalingSweep for the target, or None")
     attribution = param.Parameter(default=None, doc="LogitAttribution of the last run at attribution_position")
+    next_tokens = param.List(default=[], doc="the run's top next tokens after the prompt, as (text, probability)")
+    stale = param.String(default="", doc="why the views still show the previous run (a refused or failed prompt); "
+                                         "empty when they show the prompt in the box")
     status = param.String(default="", doc="model, token count and time of the last run")
     busy = param.String(default="", doc="what is being computed now; empty when idle")
     message = param.String(default="", doc="the last error, shown until the next success")
     npz_link = param.String(default="", doc="where the browser fetches the last run's NPZ; empty until prepared")
     npz_megabytes = param.Number(default=0.0, doc="the NPZ file's size")
     url_note = param.String(default="", doc="what of the page's link could not be used, and what is used instead")
+
+    @param.depends("layer", "run", watch=True)
+    def refuse_a_missing_block(self) -> None:
+        """A block past the run's last is refused with a message, and the last block opened instead."""
+        if self.run is not None and self.layer >= self.run.n_layers:
+            last = self.run.n_layers - 1
+            self.param.update(message=f"There is no block {self.layer}: this model has {self.run.n_layers} blocks, "
+                                      f"0 to {last}; block {last} is open.", layer=last)

@@ -11,14 +11,22 @@ from model_backend.tokens import visible_token
 TITLE_SIZE = "17px"
 LABEL_SIZE = "15px"
 TICK_SIZE = "14px"
+PRESENTER_TITLE_SIZE = "24px"
+PRESENTER_LABEL_SIZE = "20px"
+PRESENTER_LINE_WIDTH = 4
 WIDE = 960
+NARROW = 480
 TALL = 430
 TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 
 
 def readable_figure(**options) -> figure:
-    """A Bokeh figure with big fonts and Bokeh's own save tool, sized for the page's main area."""
-    options.setdefault("width", WIDE)
+    """A Bokeh figure with big fonts and Bokeh's own save tool, sized for the page's main area: without a width of
+    its own it takes the area's width (about 660 pixels beside the sidebar at 1024×768), so the page never scrolls
+    sideways."""
+    if "width" not in options:
+        options.setdefault("sizing_mode", "stretch_width")
+        options.setdefault("min_width", NARROW)
     options.setdefault("height", TALL)
     options.setdefault("tools", TOOLS)
     fig = figure(**options)
@@ -27,6 +35,20 @@ def readable_figure(**options) -> figure:
         axis.axis_label_text_font_size = LABEL_SIZE
         axis.major_label_text_font_size = TICK_SIZE
     return fig
+
+
+def enlarge_for_projector(fig) -> None:
+    """Presenter mode: bigger titles, axis and legend text, and thicker lines, readable from a classroom's back row
+    (setting the same sizes again sends nothing)."""
+    fig.title.text_font_size = PRESENTER_TITLE_SIZE
+    for axis in (*fig.xaxis, *fig.yaxis):
+        axis.axis_label_text_font_size = PRESENTER_LABEL_SIZE
+        axis.major_label_text_font_size = PRESENTER_LABEL_SIZE
+    for legend in fig.legend:
+        legend.label_text_font_size = PRESENTER_LABEL_SIZE
+    for renderer in fig.renderers:
+        if hasattr(renderer.glyph, "line_width") and isinstance(renderer.glyph.line_width, (int, float)):
+            renderer.glyph.line_width = max(renderer.glyph.line_width, PRESENTER_LINE_WIDTH)
 
 
 def add_color_bar(fig: figure, mapper, title: str) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import panel as pn
 import param
+from bokeh.plotting import figure
 
 from .state import ExplorerState
+from .style import enlarge_for_projector
 
 
 class TabView(pn.viewable.Viewer):
@@ -30,7 +32,7 @@ class TabView(pn.viewable.Viewer):
         self._stale = True
         self._refresh_scheduled = False
         self._built = False
-        self._page = pn.Column()
+        self._page = pn.Column(sizing_mode="stretch_width")
         self.state.param.watch(self.request_refresh, list(self.watches))
         if self.own_watches:
             self.param.watch(self.request_refresh, list(self.own_watches))
@@ -69,13 +71,23 @@ class TabView(pn.viewable.Viewer):
             return
         self._stale = False
         with pn.io.unlocked():
-            if self._built:
+            if not self._built:
+                self._built = True
+                self.build()
                 self.refresh()
-                return
-            self._built = True
-            self.build()
-            self.refresh()
-            self._page.objects = [self.layout()]
+                layout = self._enlarge_if_presenting(self.layout())
+                self._page.objects = [layout]
+            else:
+                self.refresh()
+                self._enlarge_if_presenting(self._page)
+
+    def _enlarge_if_presenting(self, layout: pn.viewable.Viewable) -> pn.viewable.Viewable:
+        """In presenter mode, every figure in ``layout`` gets the projector's sizes (new figures included)."""
+        if self.state.presenter:
+            for pane in layout.select(pn.pane.Bokeh):
+                if isinstance(pane.object, figure):
+                    enlarge_for_projector(pane.object)
+        return layout
 
     def build(self) -> None:
         """Make the view's figures and widgets, empty (implemented by each view)."""

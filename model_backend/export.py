@@ -2,13 +2,17 @@
 
 Keys are the standardized full names without a batch axis, float32 values, integer ids and a unicode string array
 for the tokens (nothing pickled), plus ``logit_lens.top_ids`` / ``logit_lens.top_probs`` of shape
-[n_layers + 1, seq, k]. Patterns are recomputed one layer at a time and streamed into the archive, so exporting a
+[n_layers + 1, seq, k], and ``metadata``: a one-element string array, the JSON saying which model, prompt and
+packages made the file. Patterns are recomputed one layer at a time and streamed into the archive, so exporting a
 long prompt never holds every layer's pattern at once.
 """
 
 from __future__ import annotations
 
+import json
 import zipfile
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import BinaryIO
 
@@ -20,10 +24,29 @@ from .names import parse_full_name
 from .run import Run
 
 EXPORT_TOP_K = 10
+RECORDED_PACKAGES = ("residual-stream-explorer", "torch", "transformers", "numpy")
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def run_metadata(loaded: LoadedModel, run: Run) -> dict:
+    """What a reader of the file needs to reproduce it: model, where it came from, revision, dtype, prompt, BOS,
+    token count, package versions and the time it was written (UTC)."""
+    return {"model": loaded.display_name, "source": loaded.source, "origin": loaded.origin,
+            "revision": getattr(loaded.config, "_commit_hash", None), "dtype": str(loaded.model.dtype),
+            "prompt": run.prompt, "bos": run.bos, "n_tokens": run.seq_len,
+            "packages": {name: package_version(name) for name in RECORDED_PACKAGES},
+            "written": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def export_arrays(loaded: LoadedModel, run: Run, *, k: int = EXPORT_TOP_K):
     """Yield (key, array) for every entry of the export, in a stable order."""
+    yield "metadata", np.array([json.dumps(run_metadata(loaded, run), ensure_ascii=False)])
     yield "token_ids", run.token_ids
     yield "tokens", np.array(run.tokens, dtype=np.str_)
     for name in run.value_names():

@@ -6,6 +6,8 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .errors import PromptError
 
 if TYPE_CHECKING:  # loading imports transformers, which a page that only draws tokens need not wait for
@@ -77,6 +79,15 @@ def target_token_id(loaded: LoadedModel, text: str) -> int | None:
 def top_prediction(loaded: LoadedModel, run, position: int = -1) -> str:
     """The token the model ranks first after ``position`` of a run (by default the next token), as text."""
     return loaded.tokenizer.decode([int(run.logits_at([position])[0].argmax())])
+
+
+def top_next_tokens(loaded: LoadedModel, run, k: int = 5) -> list[tuple[str, float]]:
+    """The model's ``k`` likeliest next tokens after the prompt, as (text, probability), likeliest first."""
+    logits = run.logits_at([-1])[0].astype(np.float64)  # [vocab]
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    top = np.argsort(probabilities)[::-1][:k]
+    return [(loaded.tokenizer.decode([int(i)]), float(probabilities[i])) for i in top]
 
 
 def target_or_top_prediction(loaded: LoadedModel, run, target: str) -> str:

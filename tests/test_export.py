@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ RESIDUAL_KEYS = ("layer_input", "attention_output", "layer_mid", "mlp_output", "
 
 
 def expected_keys(n_layers: int, with_positions: bool) -> set[str]:
-    keys = {"token_ids", "tokens", "token_embeddings", "final_norm_output", "logits",
+    keys = {"metadata", "token_ids", "tokens", "token_embeddings", "final_norm_output", "logits",
             "logit_lens.top_ids", "logit_lens.top_probs"}
     keys |= {f"layers.{i}.{name}" for i in range(n_layers) for name in RESIDUAL_KEYS}
     return keys | ({"position_embeddings"} if with_positions else set())
@@ -29,7 +30,7 @@ def test_npz_has_exactly_the_contract_keys(loaded, run, tmp_path):
         assert archive["tokens"].dtype.kind == "U" and list(archive["tokens"]) == run.tokens
         assert archive["token_ids"].dtype.kind == "i"
         for key in archive.files:
-            if key not in ("tokens", "token_ids", "logit_lens.top_ids"):
+            if key not in ("metadata", "tokens", "token_ids", "logit_lens.top_ids"):
                 assert archive[key].dtype == np.float32, key
         np.testing.assert_array_equal(archive["layers.1.layer_mid"], run["layers.1.layer_mid"])
         np.testing.assert_array_equal(archive["logits"], run.logits)
@@ -37,6 +38,10 @@ def test_npz_has_exactly_the_contract_keys(loaded, run, tmp_path):
         assert pattern.shape == (loaded.n_heads, run.seq_len, run.seq_len)
         assert archive["logit_lens.top_ids"].shape == (loaded.n_layers + 1, run.seq_len, 4)
         np.testing.assert_array_equal(archive["logit_lens.top_ids"][-1, :, 0], run.logits.argmax(-1))
+        metadata = json.loads(archive["metadata"][0])
+    assert metadata["prompt"] == run.prompt and metadata["bos"] is True and metadata["n_tokens"] == run.seq_len
+    assert metadata["source"] == loaded.source and metadata["dtype"] == "torch.float32"
+    assert metadata["packages"]["torch"] and metadata["packages"]["transformers"] and metadata["written"]
 
 
 def cli(*arguments: str) -> subprocess.CompletedProcess:

@@ -14,6 +14,7 @@ from viz_app.page import explorer_page
 from viz_app.settings import configured_models
 from viz_app.startup import DeferredSession
 from viz_app.url_state import keep_choices_in_url
+from viz_app.write_queue import send_every_queued_patch
 
 MODEL_SWITCH_SECONDS = 0.0005
 
@@ -43,6 +44,7 @@ def hand_the_interpreter_to_passes_sooner() -> None:
 
 
 hand_the_interpreter_to_passes_sooner()
+send_every_queued_patch()
 serve_styles_from_here(pn.state.curdoc)
 logging.getLogger("viz_app").setLevel(logging.INFO)  # the server log notes what each page's session does, as Bokeh's
 

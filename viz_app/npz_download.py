@@ -9,6 +9,7 @@ the server's own authentication (``--basic-auth`` or OAuth), and an unguessable 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import shutil
 import tempfile
@@ -23,13 +24,14 @@ log = logging.getLogger(__name__)
 DOWNLOADS_ROUTE = "/rse-downloads"
 DOWNLOADS = Path(tempfile.mkdtemp(prefix="rse-downloads-"))
 _served_by: set[int] = set()
+FILE_NAME_CHARACTERS = 60
 
 
 class NpzFileHandler(AuthenticatedStaticFileHandler):
-    """Sends a page's NPZ file in chunks, as an attachment named ``run.npz``."""
+    """Sends a page's NPZ file in chunks, as an attachment under its own name (model and prompt)."""
 
     def set_extra_headers(self, path: str) -> None:
-        self.set_header("Content-Disposition", 'attachment; filename="run.npz"')
+        self.set_header("Content-Disposition", f'attachment; filename="{Path(path).name}"')
         self.set_header("Cache-Control", "no-store")
 
 
@@ -48,11 +50,17 @@ def serve_downloads(document) -> bool:
     return True
 
 
-def new_npz_path() -> Path:
-    """A fresh file path under an unguessable folder of its own."""
+def npz_file_name(model_name: str, prompt: str) -> str:
+    """``<model>-<first words of the prompt>.npz`` in ASCII letters, digits and dashes (safe in a header and a URL)."""
+    words = re.sub(r"[^A-Za-z0-9]+", "-", f"{model_name.rsplit('/', 1)[-1]} {prompt}").strip("-")
+    return f"{words[:FILE_NAME_CHARACTERS].rstrip('-') or 'run'}.npz"
+
+
+def new_npz_path(file_name: str) -> Path:
+    """A fresh path for ``file_name`` under an unguessable folder of its own."""
     folder = DOWNLOADS / secrets.token_urlsafe(24)
     folder.mkdir()
-    return folder / "run.npz"
+    return folder / file_name
 
 
 def npz_link(path: Path, served: bool) -> str:

@@ -12,6 +12,7 @@ from layouts.diagram_view import DiagramView
 from layouts.intervention_view import InterventionView
 from layouts.logit_lens_view import LogitLensView
 from layouts.norms_view import NormsView
+from layouts.run_summary import next_tokens_panel, stale_banner
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
 
@@ -19,6 +20,8 @@ TITLE = "Residual Stream Explorer"
 TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine similarity", SimilarityView),
         ("Logit lens", LogitLensView), ("Logit attribution", AttributionView), ("Attention", AttentionView),
         ("Intervention", InterventionView))
+TAB_HEADERS_WRAP = ".bk-headers-wrapper { flex-wrap: wrap; }"  # every tab reachable at 1024 pixels, none scrolled away
+PRESENTER_CSS = ":root { font-size: 24px; --bokeh-font-size: 20px; } .status-line, .error-line { font-size: 22px; }"
 
 
 def explorer_tabs(state: ExplorerState) -> pn.Tabs:
@@ -30,9 +33,17 @@ def explorer_tabs(state: ExplorerState) -> pn.Tabs:
     with five pages at once).
     """
     state.shown_tab = TABS[0][0]
-    tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS])
+    tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS], sizing_mode="stretch_width",
+                   stylesheets=[TAB_HEADERS_WRAP])
     tabs.param.watch(lambda event: setattr(state, "shown_tab", TABS[event.new][0]), "active")
     return tabs
+
+
+def run_summary(state: ExplorerState) -> pn.Column:
+    """The next-token panel and the previous-run warning, above every tab."""
+    return pn.Column(pn.pane.HTML(pn.bind(stale_banner, state.param.stale, state.param.run), margin=(0, 10)),
+                     pn.pane.HTML(pn.bind(next_tokens_panel, state.param.next_tokens), margin=(0, 10)),
+                     sizing_mode="stretch_width")
 
 
 def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
@@ -42,11 +53,14 @@ def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     of them whenever any session's callback starts or ends, so 30 students cost 30 updates per click each. The
     sidebar's progress bar and status line say what this session is doing.
     """
-    return pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state),
-                                         sidebar_width=SIDEBAR_WIDTH, main=[explorer_tabs(state)],
-                                         busy_indicator=None)
+    template = pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state), sidebar_width=SIDEBAR_WIDTH,
+                                             main=[run_summary(state), explorer_tabs(state)], busy_indicator=None)
+    if state.presenter:
+        template.config.raw_css.append(PRESENTER_CSS)
+    return template
 
 
 def explorer_inline(state: ExplorerState) -> pn.Row:
     """The same controls and tabs side by side, for a notebook cell (a template takes a whole browser page)."""
-    return pn.Row(pn.Column(*sidebar_controls(state), width=SIDEBAR_WIDTH), explorer_tabs(state))
+    return pn.Row(pn.Column(*sidebar_controls(state), width=SIDEBAR_WIDTH),
+                  pn.Column(run_summary(state), explorer_tabs(state)))

@@ -26,7 +26,7 @@ from model_backend import (
     logit_lens,
     scaled_logprob,
 )
-from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_prediction
+from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_next_tokens, top_prediction
 
 from .background import BackgroundTasks
 from .failures import report_failure
@@ -41,7 +41,7 @@ from .lens_reading import (
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
 from .model_names import outcome_rows, source_label
 from .models import ModelOutcome, loading_progress, shared_model
-from .npz_download import new_npz_path, npz_link, remove_npz, serve_downloads, write_npz_file
+from .npz_download import new_npz_path, npz_file_name, npz_link, remove_npz, serve_downloads, write_npz_file
 from .prompt_limits import check_page_token_limit
 from .publishing import Publisher
 
@@ -57,6 +57,7 @@ class Analysis:
     run: Run
     sinks: object
     top_prediction: str  # the model's next token after the prompt, the default target
+    next_tokens: list  # the likeliest next tokens, (text, probability)
 
 
 def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
@@ -76,7 +77,7 @@ def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
     token_ids = encode_prompt(loaded, prompt, bos=bos)
     check_page_token_limit(loaded, len(token_ids))
     run = capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
-    return Analysis(run, detect_sinks(run), top_prediction(loaded, run))
+    return Analysis(run, detect_sinks(run), top_prediction(loaded, run), top_next_tokens(loaded, run))
 
 
 class ExplorerSession:
@@ -170,6 +171,8 @@ class ExplorerSession:
             analysis = await self.in_worker(f"Running the prompt through {loaded.display_name}…", analyse, loaded,
                                             state.prompt, state.bos)
             if analysis is None:
+                self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
+                                            "download belong to the previous run")
                 return
             run = analysis.run
             typed_target = state.target not in ("", self.predicted_target)
@@ -178,8 +181,9 @@ class ExplorerSession:
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
                 pattern=None, npz_link="", target=state.target if typed_target else analysis.top_prediction,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
-                message="", status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
-                                   f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
+                message="", stale="", next_tokens=analysis.next_tokens,
+                status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
+                       f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
             self.read_lens_ahead(run)
 
     def read_lens_ahead(self, run: Run) -> None:
@@ -379,7 +383,8 @@ class ExplorerSession:
         run, loaded = self.state.run, self.loaded
         if run is None or loaded is None:
             return
-        path = await self.in_worker("Writing the run's NPZ file…", write_npz_file, loaded, run, new_npz_path())
+        path = await self.in_worker("Writing the run's NPZ file…", write_npz_file, loaded, run,
+                                    new_npz_path(npz_file_name(loaded.display_name, run.prompt)))
         if path is not None:
             remove_npz(self.npz_path)
             self.npz_path = path

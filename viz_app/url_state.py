@@ -17,7 +17,7 @@ from layouts.diagram_parts import could_name_a_part
 from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
 
-URL_KEYS = ("prompt", "model", "bos", "pinned", "layer", "token", "target")
+URL_KEYS = ("prompt", "model", "bos", "pinned", "layer", "token", "target", "presenter")
 PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server keeps for the page
 POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
 NAME_MAX_CHARACTERS = 200
@@ -48,9 +48,9 @@ def read_target(text: str) -> tuple[str, str]:
     return text, ""
 
 
-def read_bos(text: str) -> tuple[bool, str]:
+def read_switch(text: str, key: str) -> tuple[bool, str]:
     if text not in ("true", "false"):
-        raise BadUrlValue(f"the link's bos is {text[:20]!r}, not true or false")
+        raise BadUrlValue(f"the link's {key} is {text[:20]!r}, not true or false")
     return text == "true", ""
 
 
@@ -79,11 +79,12 @@ def read_pinned(text: str) -> tuple[list[str], str]:
 READERS = {
     "prompt": read_prompt,
     "model": read_model,
-    "bos": read_bos,
+    "bos": lambda text: read_switch(text, "bos"),
     "pinned": read_pinned,
     "layer": lambda text: read_position(text, "block"),
     "token": lambda text: read_position(text, "token"),
     "target": read_target,
+    "presenter": lambda text: read_switch(text, "presenter"),
 }
 
 
@@ -113,6 +114,7 @@ def url_query(state: ExplorerState) -> str:
         "layer": str(state.layer),
         "token": str(state.token),
         "target": UrlText.serialize(state.target),
+        "presenter": "true" if state.presenter else None,
     }
     if len(values["prompt"]) > LINK_PROMPT_MAX_CHARACTERS:
         del values["prompt"]
@@ -137,4 +139,12 @@ def keep_choices_in_url(state: ExplorerState) -> None:
     choices, notes = url_choices(pn.state.session_args)
     state.param.update(**choices, url_note="; ".join(notes))
     location.search = url_query(state)
-    state.param.watch(lambda *_events: setattr(location, "search", url_query(state)), list(URL_KEYS))
+    state.param.watch(lambda *_events: setattr(location, "search", url_query(state)),
+                      [key for key in URL_KEYS if key != "presenter"])
+    state.param.watch(lambda *_events: reload_with(location, url_query(state)), "presenter")
+
+
+def reload_with(location: Location, query: str) -> None:
+    """Load the page again at ``query``: presenter mode sizes the page's text as the page is made."""
+    location.reload = True
+    location.search = query
