@@ -18,9 +18,10 @@ from .style import add_color_bar, cells_range, image_source, readable_figure, sh
 from .tab_view import TabView
 
 MAX_PAIRS_DRAWN = 3000
-PAIRS_EXPLAINED = ("<p class='pairs-explained'>Below: each row is one pair of tokens, each column a boundary, the colour "
-                   "their cosine there (some call this the laminar profile). Rows turning yellow to the right mean the "
-                   "tokens' residuals grow alike deeper in the model; the right-hand plot is the mean over pairs.</p>")
+PAIRS_EXPLAINED = ("<p class='pairs-explained'>Below: each row is one pair of tokens, each column a boundary, the "
+                   "colour their cosine there (some call this the laminar profile). Rows turning yellow to the right "
+                   "mean the tokens' residuals grow alike deeper in the model; the right-hand plot is the mean over "
+                   "pairs.</p>")
 SQUARE = 380
 
 
@@ -141,7 +142,8 @@ class SimilarityView(TabView):
                                                for name in ("across_low", "within_low", "laminar_low"))
         return pn.Column(
             pn.FlexBox(pn.widgets.Checkbox.from_param(self.param.skip_first),
-                   pn.widgets.Checkbox.from_param(self.param.center)),
+                       pn.widgets.Checkbox.from_param(self.param.center)),
             pn.FlexBox(pn.Column(pn.FlexBox(self.token_picker, across_low), pn.pane.Bokeh(self.across)),
                        pn.Column(pn.FlexBox(layer_picker, within_low), pn.pane.Bokeh(self.within))),
-            pn.pane.HTML(PAIRS_EXPLAINED), pn.Column(laminar_low, pn.FlexBox(pn.pane.Bokeh(self.laminar), pn.pane.Bokeh(self.mean))))
+            pn.pane.HTML(PAIRS_EXPLAINED),
+            pn.Column(laminar_low, pn.FlexBox(pn.pane.Bokeh(self.laminar), pn.pane.Bokeh(self.mean))))

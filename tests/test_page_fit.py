@@ -103,7 +103,7 @@ def test_a_refused_prompt_marks_the_views_and_download_as_the_previous_run(small
 def test_a_block_past_the_last_is_refused_with_a_message(small_page, served_app):
     page = small_page
     open_page(page, served_app.url)
-    block = page.locator("#sidebar input[type=number]").first
+    block = page.locator("#sidebar").get_by_role("textbox", name="block")
     block.fill("99")
     block.press("Enter")
     expect(page.locator(".error-line")).to_contain_text("There is no block 99: this model has 3 blocks, 0 to 2")
