@@ -133,7 +133,7 @@ class LogitLensView(TabView):
         self.probability, self.probabilities, self.rank, self.ranks = target_plots()
         self.check = pn.pane.HTML("Run a prompt to read the logit lens.")
         self.selected = pn.pane.HTML("<p>Hover or click a cell to see its top-k.</p>", name="lens_selected")
-        self.targets = pn.FlexBox(pn.pane.Bokeh(self.probability), pn.pane.Bokeh(self.rank), visible=False)
+        self.targets = pn.Column(pn.pane.Bokeh(self.probability), pn.pane.Bokeh(self.rank), visible=False)
         self.download = csv_download(lambda: lens_table(self.state.run, self.state.lens, self.state.lens_tokens),
                                      "logit_lens.csv", "Download the lens read so far as CSV")
         self.drawn: tuple = ((None, None), set())  # (run, (target, raw)) the cells belong to, their positions
