@@ -75,7 +75,7 @@ def test_the_next_token_panel_shows_the_models_top_five(small_page, served_app, 
 def test_presenter_mode_from_the_url_enlarges_the_figures(small_page, served_app):
     page = small_page
     open_page(page, f"{served_app.url}?presenter=true")
-    expect(page.get_by_role("checkbox", name="presenter mode: large text for a projector")).to_be_checked()
+    expect(page.locator("#sidebar input[type=checkbox]").last).to_be_checked()
     show_tab(page, "Norms & sinks")
     page.wait_for_function(f"() => ({FIND_VIEW})('norms_heatmap')?.model.title.text_font_size === '24px'",
                            timeout=RUN_SECONDS)
