@@ -27,7 +27,7 @@ def model_report(outcomes: list[tuple[str, bool, str]]) -> str:
 
 def bos_label(bos_token: str) -> str:
     """The BOS switch names the token it prepends (a checkbox label is text, not HTML)."""
-    return f"prepend BOS {bos_token}" if bos_token else "prepend BOS"
+    return f"prepend the BOS token {bos_token}" if bos_token else "prepend the BOS token"
 
 
 def status_line(status: str, busy: str) -> str:
@@ -65,7 +65,8 @@ def sidebar_controls(state: ExplorerState) -> list:
     return [
         pn.widgets.Select.from_param(state.param.model, width=SIDEBAR_WIDTH - 20),
         prompt,
-        pn.Row(run, pn.widgets.Checkbox.from_param(state.param.bos, label=pn.bind(bos_label, state.param.bos_token))),
+        run,
+        pn.widgets.Checkbox.from_param(state.param.bos, label=pn.bind(bos_label, state.param.bos_token)),
         pn.widgets.IntInput.from_param(state.param.layer, width=120),
         progress,
         pn.pane.HTML(pn.bind(status_line, state.param.status, state.param.busy), width=SIDEBAR_WIDTH - 20),
