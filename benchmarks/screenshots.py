@@ -17,10 +17,20 @@ from playwright.async_api import async_playwright
 TABS = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Attention",
         "Intervention")
 SETTLE_MS = 1500
+QUIET_CHECKS = 4  # the status line shows no work in progress this many times in a row, SETTLE_MS apart
 
 
 def file_name(tab: str) -> str:
     return tab.lower().replace(" & ", "-").replace(" ", "-") + ".png"
+
+
+async def wait_until_settled(page) -> None:
+    """Wait until the page has shown no work in progress for a while: a tab's later reads (the lens's other
+    positions, the sweep's next block) start after the first ones end."""
+    quiet = 0
+    while quiet < QUIET_CHECKS:
+        await page.wait_for_timeout(SETTLE_MS)
+        quiet = quiet + 1 if "…" not in await page.locator(".status-line").inner_text() else 0
 
 
 async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path]:
@@ -37,8 +47,7 @@ async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path
             await page.wait_for_timeout(SETTLE_MS)
             if tab == "Intervention":
                 await page.get_by_role("button", name="Scale each block").click()
-            await wait_until_idle(page)
-            await page.wait_for_timeout(SETTLE_MS)
+            await wait_until_settled(page)
             saved.append(out / file_name(tab))
             await page.screenshot(path=str(saved[-1]))
         await browser.close()
