@@ -10,6 +10,7 @@ from layouts.attribution_view import AttributionView
 from layouts.controls import SIDEBAR_WIDTH, sidebar_controls
 from layouts.diagram_view import DiagramView
 from layouts.intervention_view import InterventionView
+from layouts.lesson_view import LessonPanel
 from layouts.logit_lens_view import LogitLensView
 from layouts.norms_view import NormsView
 from layouts.similarity_view import SimilarityView
@@ -32,6 +33,13 @@ def explorer_tabs(state: ExplorerState) -> pn.Tabs:
     state.shown_tab = TABS[0][0]
     tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS])
     tabs.param.watch(lambda event: setattr(state, "shown_tab", TABS[event.new][0]), "active")
+    titles = [title for title, _ in TABS]
+
+    def open_shown_tab(event) -> None:
+        """A lesson names the tab it talks about; the tabs open it."""
+        if event.new in titles:
+            tabs.active = titles.index(event.new)
+    state.param.watch(open_shown_tab, "shown_tab")
     return tabs
 
 
@@ -43,7 +51,7 @@ def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     sidebar's progress bar and status line say what this session is doing.
     """
     return pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state),
-                                         sidebar_width=SIDEBAR_WIDTH, main=[explorer_tabs(state)],
+                                         sidebar_width=SIDEBAR_WIDTH, main=[LessonPanel(state), explorer_tabs(state)],
                                          busy_indicator=None)
 
 

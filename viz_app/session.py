@@ -1,5 +1,6 @@
 """One browser session's controller: it runs the backend off the event loop and writes the results into the
-state that every view watches. Only this module calls backend functions that take a loaded model."""
+state that every view watches. Only this module and its lessons (``viz_app/lessons.py``) call backend functions
+that take a loaded model."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from model_backend.tokens import encode_prompt, target_token_id, token_strings, 
 
 from .background import BackgroundTasks
 from .failures import report_failure
+from .lessons import LessonGuide
 from .lens_reading import (
     LENS_IDLE_POLL_SECONDS,
     LENS_TOP_K,
@@ -104,6 +106,7 @@ class ExplorerSession:
         self.npz_path = None
         self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "attribution_target"])
         self.state.param.watch(self.forget_target_results, ["target", "raw_lens", "alpha"])
+        self.lessons = LessonGuide(self)
 
     @property
     def available(self) -> list[str]:
