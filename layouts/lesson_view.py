@@ -41,11 +41,12 @@ class LessonPanel(pn.viewable.Viewer):
         back.on_click(lambda _event: self.open(max(state.lesson - 1, 1)))
         forward.on_click(lambda _event: self.open(min(state.lesson + 1, last)))
         end.on_click(lambda _event: self.open(0))
+        heading = pn.pane.HTML(pn.bind(lesson_heading, state.param.lesson), sizing_mode="stretch_width")
+        body = pn.pane.HTML(pn.bind(lesson_body, state.param.lesson, state.param.lesson_text),
+                            sizing_mode="stretch_width")
         self._layout = pn.Column(
             start,
-            pn.Column(pn.Row(pn.pane.HTML(pn.bind(lesson_heading, state.param.lesson), sizing_mode="stretch_width"),
-                             back, forward, end, sizing_mode="stretch_width"),
-                      pn.pane.HTML(pn.bind(lesson_body, state.param.lesson, state.param.lesson_text), sizing_mode="stretch_width"),
+            pn.Column(pn.Row(heading, back, forward, end, sizing_mode="stretch_width"), body,
                       visible=on, css_classes=["lesson-panel"], sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
 
