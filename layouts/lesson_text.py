@@ -222,7 +222,7 @@ def intervention_lesson(inputs: LessonInputs) -> str:
         f"scaled, log p({target}) = <b>{sweep.clean_logprob:.3f}</b>.",
         f"Scaling block <b>{most}</b> moves it most: to <b>{sweep.scaled_logprobs[most]:.3f}</b> "
         f"(<b>{changes[most]:+.3f}</b>).",
-        f"Scaling the last block, {run.n_layers - 1}, changes it by <b>{changes[-1]:+.1e}</b>: nothing. Its output "
+        f"Scaling the last block, {run.n_layers - 1}, changes it by only <b>{changes[-1]:+.1e}</b>. Its output "
         "is the whole stream, and the final norm divides its input by the input's own size (RMS or standard "
         "deviation), so a uniform scale cancels, up to the norm's epsilon.")
 
