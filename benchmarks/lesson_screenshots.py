@@ -42,7 +42,7 @@ async def take(url: str, out: Path) -> list[Path]:
         await page.goto(url)
         await page.locator(".status-line").filter(has_text="tokens").wait_for(timeout=TIMEOUT_MS)
         await wait_until_idle(page)
-        await page.get_by_role("button", name="Lessons").click()
+        await page.get_by_role("button", name="▶ Lessons").click()
         saved = []
         for step in range(1, LESSON_STEPS + 1):
             if step > 1:
