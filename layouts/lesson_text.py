@@ -95,10 +95,11 @@ def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None) -> s
         since = holds_from(block_ratios >= NORM_RATIO_THRESHOLD)
         since_text = f" from block <b>{since}</b> on" if since is not None else ""
         value = (f" Its value vector is only <b>{first.value_ratio:.2f}×</b> the others', so all that attention adds "
-                 "little: the heads park attention there." if np.isfinite(first.value_ratio) else "")
-        return (f"{with_bos}: position 0 ({shown(first.token)}) carries a residual norm <b>{first.norm_ratio:.1f}×</b> "
-                f"the median of the others{since_text}, and <b>{first.attention_share:.0%}</b> of the later tokens' "
-                f"attention lands on it (in <b>{first.layers_with_share}</b> of {run.n_layers} blocks at least "
+                 "little: the heads park attention there." if "value" in first.signals else "")
+        return (f"{with_bos}: position 0 ({shown(first.token)}) is a sink by its {', '.join(first.signals)}: a "
+                f"residual norm <b>{first.norm_ratio:.1f}×</b> the median of the others{since_text}, and "
+                f"<b>{first.attention_share:.0%}</b> of the later tokens' attention lands on it (in "
+                f"<b>{first.layers_with_share}</b> of {run.n_layers} blocks at least "
                 f"{ATTENTION_SHARE_THRESHOLD:.0%}).{value}")
     return (f"{with_bos}: position 0 ({shown(first.token)}) is no sink: its norm is <b>{first.norm_ratio:.1f}×</b> "
             f"the others' median (a sink's is at least {NORM_RATIO_THRESHOLD:.0f}×) and it receives "
@@ -111,7 +112,7 @@ def sink_lesson(inputs: LessonInputs) -> str:
     run = inputs.run
     this = sink_sentence(run.bos, run, inputs.sinks)
     other = sink_sentence(not run.bos, inputs.other_bos_run, inputs.other_bos_sinks)
-    found = inputs.sinks is not None and inputs.sinks.sinks
+    found = any(sinks is not None and sinks.sinks for sinks in (inputs.sinks, inputs.other_bos_sinks))
     why = ("A sink is a place where heads put the attention they do not need: a huge, nearly constant vector whose "
            "values add almost nothing." if found else
            "No sink here. A sink is learned: it forms during training (published work sees it after about a billion "
