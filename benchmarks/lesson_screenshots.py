@@ -1,18 +1,20 @@
 """Screenshots of each guided lesson for the README, taken in chromium at 1024x768 on SmolLM2-135M-Instruct (the
 page a fresh offline machine opens):
 
-    python benchmarks/lesson_screenshots.py [--models NAMES] [--out assets/screenshots]
+    python benchmarks/lesson_screenshots.py [OUT_FOLDER]   (default: assets/screenshots)
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
 from page_driver import REPO, TIMEOUT_MS, launch_chromium, served, wait_until_idle
 from playwright.async_api import Page, async_playwright
+
+from model_backend.model_names import SMOLLM2
 
 VIEWPORT = {"width": 1024, "height": 768}
 LESSON_STEPS = 6
@@ -56,16 +58,11 @@ async def take(url: str, out: Path) -> list[Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="HuggingFaceTB/SmolLM2-135M-Instruct")
-    parser.add_argument("--out", default=str(REPO / "assets" / "screenshots"))
-    arguments = parser.parse_args()
-    out = Path(arguments.out)
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "assets" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as folder, served(arguments.models, Path(folder) / "server.log") as app:
+    with tempfile.TemporaryDirectory() as folder, served(SMOLLM2, Path(folder) / "server.log") as app:
         for path in asyncio.run(take(app.url, out)):
             print(path)
-        print(app.log()[-3000:])
 
 
 if __name__ == "__main__":

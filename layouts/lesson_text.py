@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # these modules import torch; the lessons only read their res
     from model_backend.interventions import ScalingSweep
     from model_backend.lens import LogitLens
 
-LESSON_TITLES = ("The residual stream", "The attention sink", "Cosine similarity across layers", "The logit lens",
-                 "Direct logit attribution", "Intervention: scaling one block")
+LESSON_TITLES = ("The residual stream", "The attention sink", "Cosine similarity", "The logit lens",
+                 "Logit attribution", "Scaling one block")
 IDENTITY_BLOCK = 3  # the block lesson 1 opens: early enough to exist in every model, late enough to be "a block"
 
 
@@ -82,36 +82,40 @@ def holds_from(holds: np.ndarray) -> int | None:
     return None if fails[-1] == len(holds) - 1 else int(fails[-1] + 1)
 
 
-def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None) -> str:
-    """What position 0 of one run shows: a sink's three signals, or its numbers and that they fall short."""
+def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None, *, brief: bool = False) -> str:
+    """What position 0 of one run shows: a sink's three signals, or its numbers and that they fall short;
+    ``brief``: the numbers alone, for the run compared."""
     with_bos = "With BOS" if run_bos else "Without BOS"
     if sinks is None or run is None:
         return f"{with_bos}: being measured…"
     first = sinks.at(0)
     if first is None:
         return f"{with_bos}: the prompt has a single token, so no later token attends to it."
-    block_ratios = norm_ratios(residual_norms(run)[1:])[:, 0]
+    numbers = (f"a norm <b>{first.norm_ratio:.1f}×</b> the others' median, <b>{first.attention_share:.0%}</b> of "
+               f"the attention (at least {ATTENTION_SHARE_THRESHOLD:.0%} in <b>{first.layers_with_share}</b> of "
+               f"{run.n_layers} blocks)")
+    verdict = f"is a sink by its {', '.join(first.signals)}" if first.is_sink else "is no sink"
+    if brief:
+        return f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: {numbers}."
     if first.is_sink:
-        since = holds_from(block_ratios >= NORM_RATIO_THRESHOLD)
+        since = holds_from(norm_ratios(residual_norms(run)[1:])[:, 0] >= NORM_RATIO_THRESHOLD)
         since_text = f" from block <b>{since}</b> on" if since is not None else ""
         value = (f" Its value vector is only <b>{first.value_ratio:.2f}×</b> the others', so all that attention adds "
                  "little: the heads park attention there." if "value" in first.signals else "")
-        return (f"{with_bos}: position 0 ({shown(first.token)}) is a sink by its {', '.join(first.signals)}: a "
-                f"residual norm <b>{first.norm_ratio:.1f}×</b> the median of the others{since_text}, and "
+        return (f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: a residual norm "
+                f"<b>{first.norm_ratio:.1f}×</b> the median of the others{since_text}, and "
                 f"<b>{first.attention_share:.0%}</b> of the later tokens' attention lands on it (in "
                 f"<b>{first.layers_with_share}</b> of {run.n_layers} blocks at least "
                 f"{ATTENTION_SHARE_THRESHOLD:.0%}).{value}")
-    return (f"{with_bos}: position 0 ({shown(first.token)}) is no sink: its norm is <b>{first.norm_ratio:.1f}×</b> "
-            f"the others' median (a sink's is at least {NORM_RATIO_THRESHOLD:.0f}×) and it receives "
-            f"<b>{first.attention_share:.0%}</b> of the attention (a sink gets {ATTENTION_SHARE_THRESHOLD:.0%} in half "
-            "the blocks).")
+    return (f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: {numbers}; a sink's norm is at least "
+            f"{NORM_RATIO_THRESHOLD:.0f}×, or it gets {ATTENTION_SHARE_THRESHOLD:.0%} in half the blocks.")
 
 
 def sink_lesson(inputs: LessonInputs) -> str:
     """Lesson 2: norm, attention share and value norm at position 0, with and without BOS."""
     run = inputs.run
     this = sink_sentence(run.bos, run, inputs.sinks)
-    other = sink_sentence(not run.bos, inputs.other_bos_run, inputs.other_bos_sinks)
+    other = sink_sentence(not run.bos, inputs.other_bos_run, inputs.other_bos_sinks, brief=True)
     found = any(sinks is not None and sinks.sinks for sinks in (inputs.sinks, inputs.other_bos_sinks))
     why = ("A sink is a place where heads put the attention they do not need: a huge, nearly constant vector whose "
            "values add almost nothing." if found else
@@ -139,7 +143,7 @@ def cosine_lesson(inputs: LessonInputs) -> str:
     apart = (f"At block <b>{layer}</b>'s output position 0 ({shown(run.tokens[0])}) has a mean cosine of "
              f"<b>{first_with_others:.2f}</b> with the other tokens, against <b>{others.mean():.2f}</b> among them.")
     sink = inputs.sinks is not None and 0 in inputs.sinks.sink_positions
-    why = (" Position 0 is the sink: its huge vector points its own way, the same whatever the prompt." if sink else
+    why = (" Position 0 is the sink: its huge vector points its own way." if sink else
            " No sink here, so nothing sets position 0 apart beyond being first.")
     return drift + paragraphs(apart + why)
 

@@ -116,3 +116,19 @@ def test_the_lessons_show_smollm2s_sink_and_paris(page: Page, tmp_path):
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)
     assert "Traceback" not in app.log_without_closed_tab_reports(), app.log()
+
+
+def test_the_lens_lesson_sets_the_france_prompt_and_runs_it(page: Page, lesson_app, tiny_gpt2_dir):
+    """A class on another prompt: lesson 4 puts the France prompt in the box, runs it (the BOS switch left as the
+    class had it) and reads its answer."""
+    tiny = load_model(str(tiny_gpt2_dir))
+    france = capture_run(tiny, FRANCE, bos=False)
+    prediction = visible_token(tiny.tokenizer.decode([int(france.logits_at([-1])[0].argmax())]))
+    page.set_viewport_size(VIEWPORT)
+    page.goto(lesson_app.url + "?prompt=Hello+there&bos=false&lesson=3")
+    expect(page.locator(".status-line")).to_contain_text(" 2 tokens ", timeout=STEP_SECONDS)
+    page.get_by_role("button", name="Next ▶").click()
+    expect(page.locator(".status-line")).to_contain_text(f" {france.seq_len} tokens ", timeout=STEP_SECONDS)
+    expect(page.locator("input[placeholder='Type a prompt, press Enter']")).to_have_value(FRANCE)
+    expect(page.locator(".lesson-text[data-step='4']")).to_contain_text(f"{prediction} first comes out on top",
+                                                                        timeout=STEP_SECONDS)

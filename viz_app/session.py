@@ -31,7 +31,6 @@ from model_backend.tokens import encode_prompt, target_token_id, token_strings, 
 
 from .background import BackgroundTasks
 from .failures import report_failure
-from .lessons import LessonGuide
 from .lens_reading import (
     LENS_IDLE_POLL_SECONDS,
     LENS_TOP_K,
@@ -40,6 +39,7 @@ from .lens_reading import (
     last_unread,
     unread_on_screen,
 )
+from .lessons import LessonGuide
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
 from .model_names import outcome_rows, source_label
 from .models import ModelOutcome, loading_progress, shared_model
