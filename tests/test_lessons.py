@@ -3,11 +3,13 @@ text, a model without a sink is told so and why, the steps set their views, and 
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 import torch
 
-from conftest import PROMPT
+from conftest import PROMPT, run_coroutine
 from layouts.lesson_text import LessonInputs, holds_from, lesson_text
 from layouts.state import DEFAULT_PROMPT, ExplorerState
 from model_backend import (capture_run, detect_sinks, direct_logit_attribution, logit_lens, scaling_sweep,
@@ -133,3 +135,29 @@ def test_the_lesson_step_lives_in_the_url(text, step, noted):
     choices, notes = url_choices({"lesson": [text.encode()]})
     assert choices.get("lesson") == step and bool(notes) == noted
     assert "lesson=3" in url_query(ExplorerState(lesson=3))
+
+
+def test_the_session_opens_a_step_and_writes_its_text_from_both_bos_runs(tiny_gpt2_dir):
+    """Lesson 2 on a page without BOS: the step switches BOS on, runs again, opens the norms tab and writes the
+    sink numbers of the run with BOS and of one pass without it."""
+    from viz_app.session import ExplorerSession, shared_model
+
+    session = ExplorerSession([str(tiny_gpt2_dir)])
+    session.outcomes.append(shared_model(str(tiny_gpt2_dir)))
+    session.loaded = session.outcomes[0].loaded
+    session.state.bos = False
+    tasks = session.launcher.__self__.running
+
+    async def open_lesson_two():
+        await session.run_prompt()
+        session.state.lesson = 2
+        while tasks:
+            await asyncio.gather(*tasks)
+
+    run_coroutine(open_lesson_two())
+    state = session.state
+    assert (state.shown_tab, state.bos, state.token, state.run.bos) == ("Norms & sinks", True, 0, True)
+    without = detect_sinks(capture_run(session.loaded, DEFAULT_PROMPT, bos=False)).at(0)
+    assert f"{state.sinks.at(0).norm_ratio:.1f}×" in state.lesson_text
+    assert "Without BOS: position 0 (<code>The</code>)" in state.lesson_text
+    assert f"{without.norm_ratio:.1f}×" in state.lesson_text

@@ -60,7 +60,7 @@ class LessonGuide:
 
     def __init__(self, session):
         self.session, self.state = session, session.state
-        self.other_bos: tuple = (None, None, None)  # (the run it belongs to, the other run, its sinks)
+        self.other_bos: tuple = (None, None)  # (the run it belongs to, the pass with BOS switched: a Task)
         self.texts_asked = 0
         self.state.param.watch(self.open_step, "lesson")
         self.state.param.watch(session.launcher(self.write_text), LESSON_READS)
@@ -82,6 +82,14 @@ class LessonGuide:
         if rerun:
             state.param.trigger("run_requested")
 
+    async def other_bos_pass(self, loaded, run) -> tuple:
+        """The run's prompt with BOS switched, and its sinks (None, None if it failed): one pass per run, shared by
+        every text written for it."""
+        if self.other_bos[0] is not run:
+            doing = "Running the prompt with BOS switched for the lesson…"
+            self.other_bos = (run, asyncio.ensure_future(self.session.in_worker(doing, other_bos_run, loaded, run)))
+        return await asyncio.shield(self.other_bos[1]) or (None, None)
+
     async def write_text(self) -> None:
         """Write the step's text for the run on screen; a later request's text wins over an earlier one's."""
         self.texts_asked += 1
@@ -90,12 +98,8 @@ class LessonGuide:
         step, run = state.lesson, state.run
         if step == 0 or run is None or loaded is None:
             return
-        if step == 2 and self.other_bos[0] is not run:
-            other = await self.session.in_worker("Running the prompt with BOS switched for the lesson…",
-                                                 other_bos_run, loaded, run)
-            self.other_bos = (run, *other) if other is not None else (None, None, None)
+        other_run, other_sinks = await self.other_bos_pass(loaded, run) if step == 2 else (None, None)
         prediction, probability, vocabulary = await asyncio.to_thread(prediction_of, loaded, run)
-        other_run, other_sinks = self.other_bos[1:] if self.other_bos[0] is run else (None, None)
         inputs = LessonInputs(run, state.sinks, prediction, probability, vocabulary, state.layer,
                               other_bos_run=other_run, other_bos_sinks=other_sinks, lens=state.lens,
                               target=state.target, attribution=state.attribution, sweep=state.sweep)
