@@ -20,7 +20,7 @@ VIEWPORT = {"width": 1024, "height": 768}
 LESSON_STEPS = 6
 SETTLE_MS = 1500
 # The texts of a step still waiting for its view's results.
-WAITING = ("Measuring this run", "Reading the logit lens", "Attributing the logit", "blocks so far", "being measured")
+WAITING = ("Measuring this run", "Reading the logit lens", "Attributing the logit", "blocks so far")
 
 
 async def wait_for_lesson_text(page: Page, step: int) -> str:

@@ -87,7 +87,7 @@ def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None, *, b
     ``brief``: the numbers alone, for the run compared."""
     with_bos = "With BOS" if run_bos else "Without BOS"
     if sinks is None or run is None:
-        return f"{with_bos}: being measured…"
+        return f"{with_bos}: this run could not be made (the message under the status line says why)."
     first = sinks.at(0)
     if first is None:
         return f"{with_bos}: the prompt has a single token, so no later token attends to it."

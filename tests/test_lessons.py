@@ -117,11 +117,12 @@ def test_a_sink_lesson_on_a_sink_names_its_signals(loaded, run):
 
 
 def test_each_step_opens_its_tab_and_what_its_view_needs(run):
-    state = ExplorerState(run=run, prompt="Other words", pinned=["embeddings"])
+    state = ExplorerState(run=run, prompt="Other words", pinned=["embeddings"], bos=False, bos_token="<s>")
     assert [step_settings(step, state, " Paris")["shown_tab"] for step in range(1, 7)] == list(LESSON_TABS)
     first = step_settings(1, state, "")
     assert first["pinned"] == ["embeddings", f"block.{min(3, run.n_layers - 1)}"]
     assert step_settings(2, state, "")["bos"] is True
+    assert step_settings(2, ExplorerState(bos=False), "")["bos"] is False  # a model without a BOS token
     assert step_settings(3, state, "")["token"] == run.seq_len - 1
     assert step_settings(4, state, " Paris") == {"shown_tab": "Logit lens", "prompt": DEFAULT_PROMPT,
                                                  "raw_lens": False, "target": ""}
@@ -145,7 +146,7 @@ def test_the_session_opens_a_step_and_writes_its_text_from_both_bos_runs(tiny_gp
     session = ExplorerSession([str(tiny_gpt2_dir)])
     session.outcomes.append(shared_model(str(tiny_gpt2_dir)))
     session.loaded = session.outcomes[0].loaded
-    session.state.bos = False
+    session.state.param.update(bos=False, bos_token=session.loaded.tokenizer.bos_token)
     tasks = session.launcher.__self__.running
 
     async def open_lesson_two():

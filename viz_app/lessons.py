@@ -29,7 +29,7 @@ def step_settings(step: int, state, predicted_target: str) -> dict:
         card = f"block.{layer}"
         settings.update(layer=layer, pinned=state.pinned if card in state.pinned else [*state.pinned, card])
     elif step == 2:
-        settings.update(bos=True, token=0)
+        settings.update(bos=bool(state.bos_token) or state.bos, token=0)
     elif step == 3 and run is not None:
         settings.update(token=run.seq_len - 1, layer=run.n_layers // 2)
     elif step == 4:
