@@ -169,9 +169,16 @@ def lens_lesson(inputs: LessonInputs) -> str:
         stays = holds_from(ranks == 1)
         found = (f"At the last token {target} first comes out on top at <b>{row_name(on_top[0])}</b> "
                  f"(p = <b>{probabilities[on_top[0]]:.2f}</b>)"
-                 + (f" and stays there from <b>{row_name(stays)}</b> on" if stays is not None else "")
+                 + stays_text(on_top[0], stays)
                  + f"; the output gives it p = <b>{probabilities[-1]:.2f}</b>.")
     return paragraphs(reading, found)
+
+
+def stays_text(first: int, stays: int | None) -> str:
+    """Whether the target, once on top at lens row ``first``, stays there to the output, and from which row."""
+    if stays is None:
+        return ", then loses the top place"
+    return " and stays there" if stays == first else f" and stays there from <b>{row_name(stays)}</b> on"
 
 
 def row_name(row: int) -> str:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import PROMPT, run_coroutine
-from layouts.lesson_text import LessonInputs, holds_from, lesson_text
+from layouts.lesson_text import LessonInputs, holds_from, lesson_text, stays_text
 from layouts.state import DEFAULT_PROMPT, ExplorerState
 from model_backend import (capture_run, detect_sinks, direct_logit_attribution, logit_lens, scaling_sweep,
                            token_across_layers)
@@ -52,6 +52,8 @@ def test_a_sink_is_told_with_the_block_it_holds_from():
     ratios = np.array([1.0, 9.0, 2.0, 50.0, 60.0])
     assert holds_from(ratios >= 4) == 3
     assert holds_from(np.array([True, True])) == 0 and holds_from(np.array([True, False])) is None
+    assert stays_text(28, 28) == " and stays there" and "block 29" in stays_text(5, 30)
+    assert "loses" in stays_text(5, None)
 
 
 def test_the_cosine_lesson_reads_the_last_tokens_drift(loaded, run):
