@@ -40,6 +40,7 @@ class ExplorerState(param.Parameterized):
 
     presenter = param.Boolean(default=False, doc="larger fonts and marks for a projector (kept in the URL)")
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
+    lesson = param.Integer(default=0, bounds=(0, 6), doc="the guided lesson's step on screen; 0: no lesson")
 
     run_requested = param.Event(label="Run", doc="run the prompt")
     lens_requested = param.Event(doc="read the logit lens of the run (asked by its view once shown)")
@@ -67,6 +68,7 @@ class ExplorerState(param.Parameterized):
     message = param.String(default="", doc="the last error, shown until the next success")
     npz_link = param.String(default="", doc="where the browser fetches the last run's NPZ; empty until prepared")
     npz_megabytes = param.Number(default=0.0, doc="the NPZ file's size")
+    lesson_text = param.String(default="", doc="the lesson step's text (HTML) with the current run's numbers")
     url_note = param.String(default="", doc="what of the page's link could not be used, and what is used instead")
 
     @param.depends("layer", "run", watch=True)

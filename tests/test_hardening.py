@@ -59,12 +59,13 @@ def test_pinned_ids_are_deduplicated_checked_and_capped():
 
 
 def test_the_url_written_reads_back_as_the_same_choices():
-    state = ExplorerState(prompt="² {x} & ?a=b", layer=2, token=5, bos=False, pinned=["block.1"], model="demo")
+    state = ExplorerState(prompt="² {x} & ?a=b", layer=2, token=5, bos=False, pinned=["block.1"], model="demo",
+                          lesson=4)
     query = url_query(state)
     parsed = {key: [value.encode() for value in values] for key, values in parse_qs(query[1:]).items()}
     choices, notes = url_choices(parsed)
     assert notes == [] and choices == {"prompt": state.prompt, "layer": 2, "token": 5, "bos": False,
-                                       "pinned": ["block.1"], "model": "demo"}
+                                       "pinned": ["block.1"], "model": "demo", "lesson": 4}
 
 
 def test_a_prompt_over_the_byte_limit_is_refused_before_tokenizing(gpt2, monkeypatch):

@@ -10,6 +10,7 @@ from layouts.attribution_view import AttributionView
 from layouts.controls import SIDEBAR_WIDTH, sidebar_controls
 from layouts.diagram_view import DiagramView
 from layouts.intervention_view import InterventionView
+from layouts.lesson_view import LessonPanel
 from layouts.logit_lens_view import LogitLensView
 from layouts.norms_view import NormsView
 from layouts.run_summary import next_tokens_panel, stale_banner
@@ -36,6 +37,13 @@ def explorer_tabs(state: ExplorerState) -> pn.Tabs:
     tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS], sizing_mode="stretch_width",
                    stylesheets=[TAB_HEADERS_WRAP])
     tabs.param.watch(lambda event: setattr(state, "shown_tab", TABS[event.new][0]), "active")
+    titles = [title for title, _ in TABS]
+
+    def open_shown_tab(event) -> None:
+        """A lesson names the tab it talks about; the tabs open it."""
+        if event.new in titles:
+            tabs.active = titles.index(event.new)
+    state.param.watch(open_shown_tab, "shown_tab")
     return tabs
 
 
@@ -54,7 +62,8 @@ def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     sidebar's progress bar and status line say what this session is doing.
     """
     template = pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state), sidebar_width=SIDEBAR_WIDTH,
-                                             main=[run_summary(state), explorer_tabs(state)], busy_indicator=None)
+                                             main=[LessonPanel(state), run_summary(state), explorer_tabs(state)],
+                                             busy_indicator=None)
     if state.presenter:
         template.config.raw_css.append(PRESENTER_CSS)
     return template

@@ -1,5 +1,6 @@
 """One browser session's controller: it runs the backend off the event loop and writes the results into the
-state that every view watches. Only this module calls backend functions that take a loaded model."""
+state that every view watches. Only this module and its lessons (``viz_app/lessons.py``) call backend functions
+that take a loaded model."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from .lens_reading import (
     last_unread,
     unread_on_screen,
 )
+from .lessons import LessonGuide
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
 from .model_names import outcome_rows, source_label
 from .models import ModelOutcome, loading_progress, shared_model
@@ -105,6 +107,7 @@ class ExplorerSession:
         self.npz_path = None
         self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "attribution_target"])
         self.state.param.watch(self.forget_target_results, ["target", "raw_lens", "alpha"])
+        self.lessons = LessonGuide(self)
 
     @property
     def available(self) -> list[str]:

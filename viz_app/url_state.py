@@ -17,7 +17,8 @@ from layouts.diagram_parts import could_name_a_part
 from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
 
-URL_KEYS = ("prompt", "model", "bos", "pinned", "layer", "token", "target", "presenter")
+URL_KEYS = ("prompt", "model", "bos", "pinned", "layer", "token", "target", "presenter", "lesson")
+LESSON_STEPS = ExplorerState.param.lesson.bounds[1]
 PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server keeps for the page
 POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
 NAME_MAX_CHARACTERS = 200
@@ -60,6 +61,13 @@ def read_position(text: str, key: str) -> tuple[int, str]:
     return int(text), ""
 
 
+def read_lesson(text: str) -> tuple[int, str]:
+    """A lesson step: 0 (no lesson) to ``LESSON_STEPS``."""
+    if not (text.isascii() and text.isdigit() and int(text) <= LESSON_STEPS):
+        raise BadUrlValue(f"the link's lesson is {text[:20]!r}, not a step from 0 to {LESSON_STEPS}")
+    return int(text), ""
+
+
 def read_pinned(text: str) -> tuple[list[str], str]:
     """Part ids as a JSON list, each kept once and only if it could name a part, at most ``PINNED_MAX``; the note
     says how many were left out."""
@@ -85,6 +93,7 @@ READERS = {
     "token": lambda text: read_position(text, "token"),
     "target": read_target,
     "presenter": lambda text: read_switch(text, "presenter"),
+    "lesson": read_lesson,
 }
 
 
@@ -115,6 +124,7 @@ def url_query(state: ExplorerState) -> str:
         "token": str(state.token),
         "target": UrlText.serialize(state.target),
         "presenter": "true" if state.presenter else None,
+        "lesson": str(state.lesson),
     }
     if len(values["prompt"]) > LINK_PROMPT_MAX_CHARACTERS:
         del values["prompt"]

@@ -1,0 +1,247 @@
+"""The six guided lessons' texts, each filled with the numbers of the run on screen (never canned ones).
+
+Plain functions from a run's arrays and results to HTML: testable without a browser or a model. Every token is
+made visible and HTML-escaped; a lesson whose effect the model does not show says so, and why.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from model_backend.names import FINAL_NORM_BIAS, full_name, parse_full_name
+from model_backend.norms import (ATTENTION_SHARE_THRESHOLD, NORM_RATIO_THRESHOLD, SinkReport, norm_ratios,
+                                 residual_norms)
+from model_backend.run import Run
+from model_backend.similarity import token_across_layers, tokens_within_layer
+from model_backend.tokens import visible_token
+
+from .cards import block_identity_error
+
+if TYPE_CHECKING:  # these modules import torch; the lessons only read their results' arrays
+    from model_backend.attribution import LogitAttribution
+    from model_backend.interventions import ScalingSweep
+    from model_backend.lens import LogitLens
+
+LESSON_TITLES = ("The residual stream", "The attention sink", "Cosine similarity", "The logit lens",
+                 "Logit attribution", "Scaling one block")
+IDENTITY_BLOCK = 3  # the block lesson 1 opens: early enough to exist in every model, late enough to be "a block"
+
+
+@dataclass(frozen=True)
+class LessonInputs:
+    """What the lessons read: the run on screen and the results its views computed (None until they are)."""
+
+    run: Run
+    sinks: SinkReport | None
+    prediction: str  # the model's top next token after the prompt
+    prediction_probability: float
+    vocabulary: int
+    layer: int  # the open block
+    other_bos_run: Run | None = None  # the same prompt with the BOS switch the other way
+    other_bos_sinks: SinkReport | None = None
+    lens: LogitLens | None = None
+    target: str = ""
+    attribution: LogitAttribution | None = None
+    sweep: ScalingSweep | None = None
+
+
+def shown(token: str) -> str:
+    """A token as the lessons print it: whitespace visible, HTML escaped, in a code span."""
+    return f"<code>{html.escape(visible_token(token))}</code>"
+
+
+def paragraphs(*texts: str) -> str:
+    return "".join(f"<p>{text}</p>" for text in texts if text)
+
+
+def residual_stream_lesson(inputs: LessonInputs) -> str:
+    """Lesson 1: embeddings in, each block adding to the stream (the identity, measured), final norm, logits."""
+    run, layer = inputs.run, inputs.layer
+    hidden = run[full_name("layer_input", 0)].shape[-1]
+    return paragraphs(
+        f"Each of the prompt's <b>{run.seq_len}</b> tokens enters as one vector of <b>{hidden}</b> numbers: its "
+        f"embedding. That vector is the <i>residual stream</i>; it flows down through all <b>{run.n_layers}</b> "
+        "blocks.",
+        f"A block never replaces the stream: it reads it and <b>adds</b> its attention and MLP outputs. In block "
+        f"<b>{layer}</b>, layer_input + attention_output + mlp_output equals layer_output (largest "
+        f"difference <b>{block_identity_error(run, layer):.1e}</b>; the pinned card shows it for this run).",
+        f"After block {run.n_layers - 1} the final norm rescales each vector and lm_head turns it into "
+        f"<b>{inputs.vocabulary:,}</b> logits. After the last token the top one is {shown(inputs.prediction)} "
+        f"(p = <b>{inputs.prediction_probability:.2f}</b>).")
+
+
+def holds_from(holds: np.ndarray) -> int | None:
+    """The first index from which ``holds`` is true to the end; None if the last entry is false."""
+    fails = np.flatnonzero(~holds)
+    if not fails.size:
+        return 0
+    return None if fails[-1] == len(holds) - 1 else int(fails[-1] + 1)
+
+
+def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None, *, brief: bool = False) -> str:
+    """What position 0 of one run shows: a sink's three signals, or its numbers and that they fall short;
+    ``brief``: the numbers alone, for the run compared."""
+    with_bos = "With BOS" if run_bos else "Without BOS"
+    if sinks is None or run is None:
+        return f"{with_bos}: this run could not be made (the message under the status line says why)."
+    first = sinks.at(0)
+    if first is None:
+        return f"{with_bos}: the prompt has a single token, so no later token attends to it."
+    numbers = (f"a norm <b>{first.norm_ratio:.1f}×</b> the others' median, <b>{first.attention_share:.0%}</b> of "
+               f"the attention (at least {ATTENTION_SHARE_THRESHOLD:.0%} in <b>{first.layers_with_share}</b> of "
+               f"{run.n_layers} blocks)")
+    verdict = f"is a sink by its {', '.join(first.signals)}" if first.is_sink else "is no sink"
+    if brief:
+        return f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: {numbers}."
+    if first.is_sink:
+        since = holds_from(norm_ratios(residual_norms(run)[1:])[:, 0] >= NORM_RATIO_THRESHOLD)
+        since_text = f" from block <b>{since}</b> on" if since is not None else ""
+        value = (f" Its value vector is only <b>{first.value_ratio:.2f}×</b> the others', so all that attention adds "
+                 "little: the heads park attention there." if "value" in first.signals else "")
+        return (f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: a residual norm "
+                f"<b>{first.norm_ratio:.1f}×</b> the median of the others{since_text}, and "
+                f"<b>{first.attention_share:.0%}</b> of the later tokens' attention lands on it (in "
+                f"<b>{first.layers_with_share}</b> of {run.n_layers} blocks at least "
+                f"{ATTENTION_SHARE_THRESHOLD:.0%}).{value}")
+    return (f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: {numbers}; a sink's norm is at least "
+            f"{NORM_RATIO_THRESHOLD:.0f}×, or it gets {ATTENTION_SHARE_THRESHOLD:.0%} in half the blocks.")
+
+
+def sink_lesson(inputs: LessonInputs) -> str:
+    """Lesson 2: norm, attention share and value norm at position 0, with and without BOS."""
+    run = inputs.run
+    this = sink_sentence(run.bos, run, inputs.sinks)
+    other = sink_sentence(not run.bos, inputs.other_bos_run, inputs.other_bos_sinks, brief=True)
+    found = any(sinks is not None and sinks.sinks for sinks in (inputs.sinks, inputs.other_bos_sinks))
+    why = ("A sink is a place where heads put the attention they do not need: a huge, nearly constant vector whose "
+           "values add almost nothing." if found else
+           "No sink here. A sink is learned: it forms during training (published work sees it after about a billion "
+           "training tokens), so a model with little or no training shows none.")
+    return paragraphs(*(this, other) if run.bos else (other, this), why)
+
+
+def cosine_lesson(inputs: LessonInputs) -> str:
+    """Lesson 3: how the last token's vector drifts across the blocks, and how position 0 stands apart."""
+    run, layer = inputs.run, inputs.layer
+    last = run.seq_len - 1
+    _, across = token_across_layers(run, last)
+    steps = np.diagonal(across, offset=1)[1:-1]  # block i's output against block i+1's, final norm left out
+    drift = paragraphs(
+        f"The last token, {shown(run.tokens[last])}: its embedding and block 0's output have a cosine similarity "
+        f"of <b>{across[0, 1]:.2f}</b>, its embedding and the last block's output <b>{across[0, -2]:.2f}</b>. From "
+        f"one block to the next it stays close (median <b>{np.median(steps):.2f}</b>): each block adds a small "
+        "update to a large stream, and the updates add up.")
+    if run.seq_len < 3:
+        return drift + paragraphs("Position 0 needs at least two other tokens to compare with.")
+    _, within = tokens_within_layer(run, full_name("layer_output", layer))
+    others = within[1:, 1:][np.triu_indices(run.seq_len - 1, k=1)]
+    first_with_others = within[0, 1:].mean()
+    apart = (f"At block <b>{layer}</b>'s output position 0 ({shown(run.tokens[0])}) has a mean cosine of "
+             f"<b>{first_with_others:.2f}</b> with the other tokens, against <b>{others.mean():.2f}</b> among them.")
+    sink = inputs.sinks is not None and 0 in inputs.sinks.sink_positions
+    why = (" Position 0 is the sink: its huge vector points its own way." if sink else
+           " No sink here, so nothing sets position 0 apart beyond being first.")
+    return drift + paragraphs(apart + why)
+
+
+def lens_lesson(inputs: LessonInputs) -> str:
+    """Lesson 4: each block read through the final norm and unembedding, the last row exactly the logits, and the
+    block where the target first comes out on top."""
+    lens, run = inputs.lens, inputs.run
+    last = run.seq_len - 1
+    if lens is None or lens.target_ranks is None or last not in lens.positions:
+        return paragraphs("Reading the logit lens…")
+    column = int(np.flatnonzero(lens.positions == last)[0])
+    ranks, probabilities = lens.target_ranks[:, column], lens.target_probs[:, column]
+    target = shown(inputs.target)
+    reading = ("Each row reads the stream after one block through the model's own final norm and lm_head, as if "
+               f"the model stopped there. The last row <i>is</i> the model's output: it matches the logits to "
+               f"<b>{lens.last_row_max_abs_diff:.1e}</b>.")
+    on_top = np.flatnonzero(ranks == 1)
+    if not on_top.size:
+        found = (f"At the last token {target} never comes out on top; in the last row it ranks "
+                 f"<b>{ranks[-1]}</b> (p = <b>{probabilities[-1]:.3f}</b>).")
+    else:
+        stays = holds_from(ranks == 1)
+        found = (f"At the last token {target} first comes out on top at <b>{row_name(on_top[0])}</b> "
+                 f"(p = <b>{probabilities[on_top[0]]:.2f}</b>)"
+                 + stays_text(on_top[0], stays)
+                 + f"; the output gives it p = <b>{probabilities[-1]:.2f}</b>.")
+    return paragraphs(reading, found)
+
+
+def stays_text(first: int, stays: int | None) -> str:
+    """Whether the target, once on top at lens row ``first``, stays there to the output, and from which row."""
+    if stays is None:
+        return ", then loses the top place"
+    return " and stays there" if stays == first else f" and stays there from <b>{row_name(stays)}</b> on"
+
+
+def row_name(row: int) -> str:
+    """A lens row in words: row 0 is the embeddings, row r block r-1's output."""
+    return "the embeddings" if row == 0 else f"block {row - 1}"
+
+
+def writer_name(label: str) -> str:
+    """An attribution label in words: ``layers.3.mlp_output`` -> "block 3's MLP"."""
+    if label == FINAL_NORM_BIAS:
+        return "the final norm's bias"
+    value, layer, part = parse_full_name(label)
+    if layer is None or value.name == "layer_input":
+        return label.replace("_", " ") if layer is None else "the token embeddings"
+    if part and part.startswith("head_"):
+        return f"block {layer} head {part[5:]}"
+    return f"block {layer}'s {'attention' if value.name == 'attention_output' else 'MLP'}"
+
+
+def attribution_lesson(inputs: LessonInputs) -> str:
+    """Lesson 5: which blocks and heads write the target's logit, and that the bars sum to it."""
+    attribution = inputs.attribution
+    if attribution is None:
+        return paragraphs("Attributing the logit…")
+    labels, terms = attribution.bars()
+    order = np.argsort(terms)
+    largest = ", ".join(f"{writer_name(labels[i])} (<b>{terms[i]:+.2f}</b>)" for i in order[::-1][:3])
+    layer, head = np.unravel_index(np.argmax(attribution.head_contributions), attribution.head_contributions.shape)
+    total = float(terms.sum())
+    return paragraphs(
+        f"The logit of {shown(attribution.target_token)} after the last token is <b>{attribution.logit:.3f}</b>. "
+        f"With the final norm's scale frozen at this run's value the readout is linear, so the logit splits into one "
+        f"bar per part that writes to the stream.",
+        f"The largest bars: {largest}; the most negative: {writer_name(labels[order[0]])} "
+        f"(<b>{terms[order[0]]:+.2f}</b>). The strongest head is block {layer} head {head} "
+        f"(<b>{attribution.head_contributions[layer, head]:+.2f}</b>).",
+        f"The bars sum to <b>{total:.4f}</b>, the model's logit is <b>{attribution.logit:.4f}</b>: a difference of "
+        f"<b>{abs(total - attribution.logit):.1e}</b>.")
+
+
+def intervention_lesson(inputs: LessonInputs) -> str:
+    """Lesson 6: the target's log-probability with each block's output scaled, and why the last block's scale
+    changes nothing."""
+    sweep, run = inputs.sweep, inputs.run
+    if sweep is None or len(sweep.scaled_logprobs) < run.n_layers:
+        done = 0 if sweep is None else len(sweep.scaled_logprobs)
+        return paragraphs(f"Scaling each block in turn… {done} of {run.n_layers} blocks so far.")
+    changes = sweep.scaled_logprobs - sweep.clean_logprob
+    most = int(np.argmax(np.abs(changes[:-1]))) if run.n_layers > 1 else 0
+    target = shown(inputs.target)
+    return paragraphs(
+        f"Each point reruns the prompt with one block's output multiplied by <b>{sweep.alpha:g}</b>. With nothing "
+        f"scaled, log p({target}) = <b>{sweep.clean_logprob:.3f}</b>.",
+        f"Scaling block <b>{most}</b> moves it most: to <b>{sweep.scaled_logprobs[most]:.3f}</b> "
+        f"(<b>{changes[most]:+.3f}</b>).",
+        f"Scaling the last block, {run.n_layers - 1}, changes it by only <b>{changes[-1]:+.1e}</b>. Its output "
+        "is the whole stream, and the final norm divides its input by the input's own size (RMS or standard "
+        "deviation), so a uniform scale cancels, up to the norm's epsilon.")
+
+
+LESSONS = (residual_stream_lesson, sink_lesson, cosine_lesson, lens_lesson, attribution_lesson, intervention_lesson)
+
+
+def lesson_text(step: int, inputs: LessonInputs) -> str:
+    """The HTML of lesson ``step`` (1 to 6) for this run."""
+    return LESSONS[step - 1](inputs)

@@ -1,0 +1,59 @@
+"""The lesson panel above the tabs: a button that starts the guided lessons, then each step's title, its text with
+this run's numbers, and back, next and end buttons."""
+
+from __future__ import annotations
+
+import html
+
+import panel as pn
+
+from .lesson_text import LESSON_TITLES
+from .state import ExplorerState
+
+
+def lesson_heading(step: int) -> str:
+    if not step:
+        return ""
+    return (f"<h2 class='lesson-title'>Lesson {step} of {len(LESSON_TITLES)}: "
+            f"{html.escape(LESSON_TITLES[step - 1])}</h2>")
+
+
+def lesson_body(step: int, text: str) -> str:
+    """The step's text (HTML the lessons built, tokens escaped there), or that its numbers are being measured."""
+    return f"<div class='lesson-text' data-step='{step}'>{text or '<p>Measuring this run…</p>'}</div>"
+
+
+class LessonPanel(pn.viewable.Viewer):
+    """Starts, steps through and ends the lessons by setting ``state.lesson``; the session does the rest."""
+
+    def __init__(self, state: ExplorerState):
+        super().__init__()
+        self.state = state
+        last = len(LESSON_TITLES)
+        on = state.param.lesson.rx() > 0
+        start = pn.widgets.Button(label="▶ Lessons: what the residual stream shows", button_type="success",
+                                  visible=state.param.lesson.rx() == 0, width=420)
+        back = pn.widgets.Button(label="◀ Back", width=110, disabled=state.param.lesson.rx() <= 1)
+        forward = pn.widgets.Button(label="Next ▶", button_type="primary", width=110,
+                                    disabled=state.param.lesson.rx() >= last)
+        end = pn.widgets.Button(label="End lessons", width=130)
+        start.on_click(lambda _event: self.open(1))
+        back.on_click(lambda _event: self.open(max(state.lesson - 1, 1)))
+        forward.on_click(lambda _event: self.open(min(state.lesson + 1, last)))
+        end.on_click(lambda _event: self.open(0))
+        heading = pn.pane.HTML(pn.bind(lesson_heading, state.param.lesson), sizing_mode="stretch_width")
+        body = pn.pane.HTML(pn.bind(lesson_body, state.param.lesson, state.param.lesson_text),
+                            sizing_mode="stretch_width")
+        self._layout = pn.Column(
+            start,
+            pn.Column(pn.Row(heading, back, forward, end, sizing_mode="stretch_width"), body,
+                      visible=on, css_classes=["lesson-panel"], sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+
+    def open(self, step: int) -> None:
+        """Show step ``step`` (0: end the lessons) with its text emptied in the same change, so the page never
+        shows one step's title over another's text."""
+        self.state.param.update(lesson=step, lesson_text="")
+
+    def __panel__(self) -> pn.Column:
+        return self._layout

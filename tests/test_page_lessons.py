@@ -1,0 +1,134 @@
+"""The guided lessons in the browser, at 1024x768: the Lessons button, then Next through all six steps on a
+random-init GPT-2 and on SmolLM2, each step's text showing the numbers the backend computes for that run in this
+process; a shared link opens the same step on its tab."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+import numpy as np
+import pytest
+import torch
+from playwright.sync_api import Page, expect
+
+from conftest import serve_app
+from model_backend import (ModelNotCachedError, capture_run, detect_sinks, direct_logit_attribution, load_model,
+                           logit_lens, scaling_sweep, token_across_layers, tokens_within_layer)
+from model_backend.model_names import SMOLLM2
+from model_backend.tokens import visible_token
+
+FRANCE = "The capital of France is"
+STEP_SECONDS = 240_000  # milliseconds a step's text may take to fill (SmolLM2's sweep is 30 passes on 2 cores)
+VIEWPORT = {"width": 1024, "height": 768}
+
+
+def expected_numbers(loaded) -> dict[int, list[str]]:
+    """What each step's text must show for the France prompt with BOS, computed here from the backend."""
+    run, other = capture_run(loaded, FRANCE, bos=True), capture_run(loaded, FRANCE, bos=False)
+    probabilities = torch.from_numpy(run.logits_at([-1])[0]).softmax(-1)
+    top = int(probabilities.argmax())
+    prediction = visible_token(loaded.tokenizer.decode([top]))
+    last = run.seq_len - 1
+    _, across = token_across_layers(run, last)
+    _, within = tokens_within_layer(run, f"layers.{run.n_layers // 2}.layer_output")
+    lens = logit_lens(loaded, run, target_id=top, positions=[last])
+    attribution = direct_logit_attribution(loaded, run, top)
+    sweep = scaling_sweep(loaded, run, top)
+    changes = sweep.scaled_logprobs - sweep.clean_logprob
+    most = int(np.argmax(np.abs(changes[:-1])))
+    return {
+        1: [f"{run.seq_len} tokens", f"all {run.n_layers} blocks", f"{len(probabilities):,} logits", prediction,
+            f"p = {float(probabilities[top]):.2f}"],
+        2: [f"{detect_sinks(run).at(0).norm_ratio:.1f}×", f"{detect_sinks(other).at(0).norm_ratio:.1f}×",
+            f"{detect_sinks(run).at(0).attention_share:.0%}"],
+        3: [f"{across[0, 1]:.2f}", f"{across[0, -2]:.2f}", f"{within[0, 1:].mean():.2f} with the other tokens"],
+        4: [f"p = {lens.target_probs[-1, 0]:.2f}", prediction],
+        5: [f"is {attribution.logit:.3f}", f"sum to {attribution.total:.4f}", f"logit is {attribution.logit:.4f}"],
+        6: [f"= {sweep.clean_logprob:.3f}", f"Scaling block {most} moves it most", f"({changes[most]:+.3f})"],
+    }
+
+
+def step_through_lessons(page: Page, url: str, expected: dict[int, list[str]]) -> None:
+    """Open the page, start the lessons and check every step's title, tab and numbers, with a screenshot each."""
+    page.set_viewport_size(VIEWPORT)
+    page.goto(url)
+    expect(page.locator(".status-line")).to_contain_text("tokens", timeout=STEP_SECONDS)
+    page.get_by_role("button", name="▶ Lessons").click()
+    tabs = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Intervention")
+    for step in range(1, 7):
+        if step > 1:
+            page.get_by_role("button", name="Next ▶").click()
+        expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of 6", timeout=STEP_SECONDS)
+        text = page.locator(f".lesson-text[data-step='{step}']")
+        for number in expected[step]:
+            expect(text).to_contain_text(number, timeout=STEP_SECONDS)
+        expect(page.locator(".bk-tab.bk-active")).to_have_text(tabs[step - 1])
+        expect(page).to_have_url(re.compile(rf"lesson={step}\b"))
+        page.screenshot(path=f"test-artifacts/lesson-{step}-{expected['name']}.png")
+    expect(page.get_by_role("button", name="Next ▶")).to_be_disabled()
+
+
+@pytest.fixture(scope="module")
+def lesson_app(tiny_gpt2_dir, tmp_path_factory):
+    """A server on the tiny random-init GPT-2 alone, so that the page opens on it."""
+    process, app = serve_app(str(tiny_gpt2_dir), tmp_path_factory.mktemp("lessons") / "server.log")
+    yield app
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=10)
+    assert "Traceback" not in app.log_without_closed_tab_reports(), app.log()
+
+
+def test_the_lessons_show_a_random_gpt2s_own_numbers(page: Page, lesson_app, tiny_gpt2_dir):
+    expected = {**expected_numbers(load_model(str(tiny_gpt2_dir))), "name": "random-gpt2"}
+    expected[2].append("is no sink")  # trained for no steps: no sink with BOS
+    os.makedirs("test-artifacts", exist_ok=True)
+    step_through_lessons(page, lesson_app.url, expected)
+
+
+def test_a_shared_link_opens_the_same_step_on_its_tab(page: Page, lesson_app):
+    page.set_viewport_size(VIEWPORT)
+    page.goto(lesson_app.url + "?lesson=3")
+    expect(page.locator(".lesson-title")).to_contain_text("Lesson 3 of 6: Cosine similarity", timeout=STEP_SECONDS)
+    expect(page.locator(".bk-tab.bk-active")).to_have_text("Cosine similarity", timeout=STEP_SECONDS)
+    expect(page.locator(".lesson-text[data-step='3']")).to_contain_text("The last token", timeout=STEP_SECONDS)
+    page.get_by_role("button", name="End lessons").click()
+    expect(page.get_by_role("button", name="▶ Lessons")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"lesson=0"))
+
+
+def test_the_lessons_show_smollm2s_sink_and_paris(page: Page, tmp_path):
+    try:
+        smollm2 = load_model(SMOLLM2)
+    except ModelNotCachedError as error:
+        if os.environ.get("RSE_REQUIRE_SMOLLM2") == "1":
+            raise
+        pytest.skip(f"SmolLM2 could not be prepared here: {error}")
+    expected = {**expected_numbers(smollm2), "name": "smollm2"}
+    expected[2] += ["<|im_start|>", "from block"]
+    expected[4].append("␣Paris")
+    process, app = serve_app(SMOLLM2, tmp_path / "server.log")
+    try:
+        os.makedirs("test-artifacts", exist_ok=True)
+        step_through_lessons(page, app.url, expected)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    assert "Traceback" not in app.log_without_closed_tab_reports(), app.log()
+
+
+def test_the_lens_lesson_sets_the_france_prompt_and_runs_it(page: Page, lesson_app, tiny_gpt2_dir):
+    """A class on another prompt: lesson 4 puts the France prompt in the box, runs it (the BOS switch left as the
+    class had it) and reads its answer."""
+    tiny = load_model(str(tiny_gpt2_dir))
+    france = capture_run(tiny, FRANCE, bos=False)
+    prediction = visible_token(tiny.tokenizer.decode([int(france.logits_at([-1])[0].argmax())]))
+    page.set_viewport_size(VIEWPORT)
+    page.goto(lesson_app.url + "?prompt=Hello+there&bos=false&lesson=3")
+    expect(page.locator(".status-line")).to_contain_text(" 2 tokens ", timeout=STEP_SECONDS)
+    page.get_by_role("button", name="Next ▶").click()
+    expect(page.locator(".status-line")).to_contain_text(f" {france.seq_len} tokens ", timeout=STEP_SECONDS)
+    expect(page.locator("input[placeholder='Type a prompt, press Enter']")).to_have_value(FRANCE)
+    expect(page.locator(".lesson-text[data-step='4']")).to_contain_text(f"{prediction} first comes out on top",
+                                                                        timeout=STEP_SECONDS)
