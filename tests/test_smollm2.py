@@ -104,3 +104,12 @@ def test_the_offline_page_opens_on_smollm2_and_labels_its_sink(page: Page, smoll
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
     assert "Traceback" not in app.log_without_closed_tab_reports(), app.log()
+
+
+def test_the_lens_check_is_exact_after_every_logit_was_read(smollm2):
+    """The page reads every position's logits for other views first; a lens chunk's check must still compare
+    matmuls of one shape (it read 1.7e-05 against the full read before)."""
+    run = capture_run(smollm2, "The capital of France is Paris. The capital of Germany is", bos=True)
+    assert run.logits.shape[0] == 13
+    chunks = [logit_lens(smollm2, run, k=5, positions=positions) for positions in (np.arange(8, 13), np.arange(8))]
+    assert [chunk.last_row_max_abs_diff for chunk in chunks] == [0.0, 0.0]
