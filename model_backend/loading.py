@@ -107,8 +107,7 @@ def load_model(source: str, *, progress: Progress | None = None, revision: str |
     except ModelNotCachedError as no_hub:
         if source not in PACKAGE_INDEX_COPIES or options["revision"]:
             raise
-        return _load_package_index_copy(source, PACKAGE_INDEX_COPIES[source], no_hub, progress or _ignore,
-                                        device=device, dtype=dtype)
+        return _load_package_index_copy(source, PACKAGE_INDEX_COPIES[source], no_hub, progress or _ignore, options)
 
 
 def _load_from_hub(source: str, options: dict) -> LoadedModel:
@@ -133,7 +132,7 @@ def _load_from_hub(source: str, options: dict) -> LoadedModel:
 
 
 def _load_package_index_copy(source: str, copy: PackageIndexCopy, no_hub: ModelNotCachedError, progress: Progress,
-                             **options) -> LoadedModel:
+                             options: dict) -> LoadedModel:
     """Load the prepared copy of ``source`` (preparing it first if needed); a copy that fails to load is taken as
     damaged, deleted and prepared once more."""
     folder = _prepared(copy, no_hub, progress)

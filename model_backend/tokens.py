@@ -81,11 +81,16 @@ def top_prediction(loaded: LoadedModel, run, position: int = -1) -> str:
     return loaded.tokenizer.decode([int(run.logits_at([position])[0].argmax())])
 
 
+def next_token_probabilities(run) -> np.ndarray:
+    """The model's probability of every vocabulary token after the prompt, [vocab] float64."""
+    logits = run.logits_at([-1])[0].astype(np.float64)
+    probabilities = np.exp(logits - logits.max())
+    return probabilities / probabilities.sum()
+
+
 def top_next_tokens(loaded: LoadedModel, run, k: int = 5) -> list[tuple[str, float]]:
     """The model's ``k`` likeliest next tokens after the prompt, as (text, probability), likeliest first."""
-    logits = run.logits_at([-1])[0].astype(np.float64)  # [vocab]
-    probabilities = np.exp(logits - logits.max())
-    probabilities /= probabilities.sum()
+    probabilities = next_token_probabilities(run)
     top = np.argsort(probabilities)[::-1][:k]
     return [(loaded.tokenizer.decode([int(i)]), float(probabilities[i])) for i in top]
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-import numpy as np
 
 from layouts.lesson_text import IDENTITY_BLOCK, LessonInputs, lesson_text
 from layouts.state import DEFAULT_PROMPT
 from model_backend import capture_run, detect_sinks
-from model_backend.tokens import top_prediction
+from model_backend.tokens import next_token_probabilities
 
 from .failures import report_failure
 
@@ -43,10 +42,9 @@ def step_settings(step: int, state, predicted_target: str) -> dict:
 
 def prediction_of(loaded, run) -> tuple[str, float, int]:
     """The model's top next token after the prompt, its probability and the vocabulary's size."""
-    logits = run.logits_at([-1])[0].astype(np.float64)
-    probabilities = np.exp(logits - logits.max())
-    probabilities /= probabilities.sum()
-    return top_prediction(loaded, run), float(probabilities.max()), len(logits)
+    probabilities = next_token_probabilities(run)
+    best = int(probabilities.argmax())
+    return loaded.tokenizer.decode([best]), float(probabilities[best]), len(probabilities)
 
 
 def other_bos_run(loaded, run):

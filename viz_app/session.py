@@ -27,7 +27,7 @@ from model_backend import (
     logit_lens,
     scaled_logprob,
 )
-from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_next_tokens, top_prediction
+from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_next_tokens
 
 from .background import BackgroundTasks
 from .failures import report_failure
@@ -58,8 +58,12 @@ class Analysis:
 
     run: Run
     sinks: object
-    top_prediction: str  # the model's next token after the prompt, the default target
     next_tokens: list  # the likeliest next tokens, (text, probability)
+
+    @property
+    def top_prediction(self) -> str:
+        """The model's next token after the prompt: the default target."""
+        return self.next_tokens[0][0]
 
 
 def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
@@ -79,7 +83,7 @@ def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
     token_ids = encode_prompt(loaded, prompt, bos=bos)
     check_page_token_limit(loaded, len(token_ids))
     run = capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
-    return Analysis(run, detect_sinks(run), top_prediction(loaded, run), top_next_tokens(loaded, run))
+    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run))
 
 
 class ExplorerSession:
