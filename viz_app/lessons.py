@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-
 from layouts.lesson_text import IDENTITY_BLOCK, LessonInputs, lesson_text
 from layouts.state import DEFAULT_PROMPT
 from model_backend import capture_run, detect_sinks

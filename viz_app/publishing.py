@@ -1,9 +1,10 @@
 """The one path by which a session's background work writes into its page's state: under the document's lock.
 
-A write from an asyncio task outside the lock takes Panel's deferred path, and a dispatch that finds the write block
-already cleared leaves its patches queued until the next change: a page stayed on "Running the prompt…" after its
-run ended. Here every write is a next-tick callback of the document, which Bokeh runs holding the lock, in the order
-the writes were asked for. Without a served document (a notebook, a test) a write applies at once.
+A write from an asyncio task outside the lock takes Panel's deferred path, in no set order with the page's own
+writes. Here every write is a next-tick callback of the document, which Bokeh runs holding the lock, in the order
+the writes were asked for. Without a served document (a notebook, a test) a write applies at once. This alone did
+not end the page that stayed on "Running the prompt…": that was Panel's write queue stranding patches, mended in
+``write_queue.py``.
 """
 
 from __future__ import annotations
