@@ -11,6 +11,7 @@ from conftest import PROMPT
 
 from model_backend import (capture_run, detect_sinks, direct_logit_attribution, laminar_profile, load_model,
                            logit_lens, residual_norms, scaling_sweep, token_across_layers, tokens_within_layer)
+from model_backend import lens as lens_module
 from model_backend.attribution import readout_direction
 from model_backend.norms import attention_share_received, value_norm_ratios
 
@@ -39,7 +40,8 @@ def test_logit_lens_rows_read_through_the_final_norm(gpt2):
     np.testing.assert_array_equal(lens.top_ids[0], expected)
 
 
-def test_a_lens_read_that_gives_way_stops_before_its_next_boundary(gpt2):
+def test_a_lens_read_that_gives_way_stops_before_its_next_boundary(gpt2, monkeypatch):
+    monkeypatch.setattr(lens_module, "LOGITS_PER_MATMUL", 1)  # one boundary per lm_head call
     run, asked = capture_run(gpt2, PROMPT, bos=True), []
 
     def keep_reading_two_boundaries() -> bool:
@@ -51,6 +53,17 @@ def test_a_lens_read_that_gives_way_stops_before_its_next_boundary(gpt2):
     kept = logit_lens(gpt2, run, target_id=TARGET, keep_reading=lambda: True)
     whole = logit_lens(gpt2, run, target_id=TARGET)
     np.testing.assert_array_equal(kept.top_probs, whole.top_probs)
+
+
+def test_boundaries_read_together_give_the_same_lens(loaded, run, monkeypatch):
+    together = logit_lens(loaded, run, k=5, target_id=TARGET)
+    assert len(lens_module.boundary_groups(loaded.n_layers + 1, run.seq_len, loaded.config.vocab_size)) == 2
+    monkeypatch.setattr(lens_module, "LOGITS_PER_MATMUL", 1)
+    alone = logit_lens(loaded, run, k=5, target_id=TARGET)
+    np.testing.assert_array_equal(together.top_ids, alone.top_ids)
+    np.testing.assert_allclose(together.top_probs, alone.top_probs, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(together.target_probs, alone.target_probs, rtol=1e-5, atol=1e-7)
+    assert together.last_row_max_abs_diff == alone.last_row_max_abs_diff == 0.0
 
 
 def test_raw_lens_skips_the_final_norm(loaded, run):
