@@ -9,6 +9,10 @@ slows one of them a little instead of stalling both cores' barriers. 30 students
 of two runs each: 5.5-5.7 s, against 6.3-7.3 s with one thread running every pass on both cores (4.0-4.1 s with
 the server's shorter interpreter switch, ``viz_app/main.py``). The hooks of concurrent passes on one model stay
 apart: each acts only in the thread that registered it (``model_backend/hooks.py``).
+
+A job that gives way (a logit-lens read given ``keep_reading``) is work nobody waits for yet: it runs on one core,
+leaving the other to the event loop and the browser drawing the run, and stops at its next boundary group when
+another job waits, so it does not count against that job's cores.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 ALL_CORES = torch.get_num_threads()
 MODEL_THREADS = ThreadPoolExecutor(max_workers=min(2, ALL_CORES), thread_name_prefix="model-work")
 _unfinished: set[Future] = set()
+_giving_way: set[Future] = set()  # unfinished jobs that stop for any other job
 _counting = threading.Lock()
 
 
@@ -29,12 +34,14 @@ def _forget(job: Future) -> None:
     """Drop a job that ended, failed or was cancelled before it started from the unfinished ones."""
     with _counting:
         _unfinished.discard(job)
+        _giving_way.discard(job)
 
 
-def _run_with_fitting_threads(function, args, kwargs):
-    """Run one job on every core when it is alone, else on one core (another job runs beside it)."""
+def _run_with_fitting_threads(function, args, kwargs, gives_way: bool):
+    """Run one job on every core when it is alone (or beside jobs that give way to it), else on one core; a job that
+    gives way always on one core."""
     with _counting:  # waits until the submitter has counted this job
-        crowded = len(_unfinished) > 1
+        crowded = gives_way or len(_unfinished - _giving_way) > 1
     torch.set_num_threads(1 if crowded else ALL_CORES)
     return function(*args, **kwargs)
 
@@ -51,8 +58,11 @@ def models_idle() -> bool:
 
 async def in_model_thread(function, *args, **kwargs):
     """``function(*args, **kwargs)`` run on a shared model thread, awaited without holding the event loop."""
+    gives_way = kwargs.get("keep_reading") is not None
     with _counting:
-        job = MODEL_THREADS.submit(_run_with_fitting_threads, function, args, kwargs)
+        job = MODEL_THREADS.submit(_run_with_fitting_threads, function, args, kwargs, gives_way)
         _unfinished.add(job)
+        if gives_way:
+            _giving_way.add(job)
     job.add_done_callback(_forget)
     return await asyncio.wrap_future(job)
