@@ -11,6 +11,7 @@ from conftest import run_coroutine
 
 from model_backend import logit_lens
 from viz_app import session as session_module
+from viz_app import tab_jobs as tab_jobs_module
 from viz_app.lens_reading import LENS_CHUNK_POSITIONS, LENS_MARGIN_POSITIONS, LENS_TOP_K, last_unread, unread_on_screen
 from viz_app.session import ExplorerSession
 
@@ -231,13 +232,13 @@ def test_a_lens_read_ahead_for_another_target_is_not_used(controller, monkeypatc
 
 def test_a_new_run_stops_the_sweep_and_the_lens_of_the_last(controller, monkeypatch):
     passes = []
-    scaled_logprob = session_module.scaled_logprob
+    scaled_logprob = tab_jobs_module.scaled_logprob
 
     def counted_pass(*args, **kwargs):
         passes.append(args[3])
         return scaled_logprob(*args, **kwargs)
 
-    monkeypatch.setattr(session_module, "scaled_logprob", counted_pass)
+    monkeypatch.setattr(tab_jobs_module, "scaled_logprob", counted_pass)
 
     async def new_run_during_the_sweep_and_the_lens():
         sweep, lens = asyncio.create_task(controller.sweep()), asyncio.create_task(controller.read_lens())

@@ -29,7 +29,8 @@ from model_backend.tokens import target_or_top_prediction, target_token_id
 
 from .models import ModelOutcome, shared_model
 from .page import explorer_inline
-from .session import LENS_TOP_K, ExplorerSession, decoded
+from .analysis import decoded
+from .session import LENS_TOP_K, ExplorerSession
 
 DEFAULT_ALPHA = ExplorerState.param.alpha.default
 

@@ -8,27 +8,14 @@ import asyncio
 import logging
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from layouts.state import ExplorerState
-from model_backend import (
-    LoadedModel,
-    LogitLens,
-    PromptError,
-    Run,
-    ScalingSweep,
-    capture_token_ids,
-    clean_logprob,
-    detect_sinks,
-    direct_logit_attribution,
-    joined_lens,
-    logit_lens,
-    scaled_logprob,
-)
-from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_next_tokens
+from model_backend import LoadedModel, LogitLens, PromptError, Run, joined_lens, logit_lens
+from model_backend.tokens import target_token_id
 
+from .analysis import analyse, decoded
 from .background import BackgroundTasks
 from .failures import report_failure
 from .lens_reading import (
@@ -43,50 +30,16 @@ from .lessons import LessonGuide
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
 from .model_names import outcome_rows, source_label
 from .models import ModelOutcome, loading_progress, shared_model
-from .npz_download import new_npz_path, npz_file_name, npz_link, remove_npz, serve_downloads, write_npz_file
-from .prompt_limits import check_page_token_limit
+from .jobs import Job, SessionJobs
+from .npz_download import remove_npz
 from .publishing import Publisher
+from .tab_jobs import TabJobs
 
 log = logging.getLogger(__name__)
 LOAD_PROGRESS_SECONDS = 0.5
 
 
-@dataclass(frozen=True)
-class Analysis:
-    """What every view needs from one run, computed together in a worker thread (the logit lens, the sweep and the
-    attention pattern wait until their tab is shown: with a 50k vocabulary the lens costs more than the pass)."""
-
-    run: Run
-    sinks: object
-    next_tokens: list  # the likeliest next tokens, (text, probability)
-
-    @property
-    def top_prediction(self) -> str:
-        """The model's next token after the prompt: the default target."""
-        return self.next_tokens[0][0]
-
-
-def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
-    """Token ids decoded one by one (leading spaces kept), each distinct id decoded once."""
-    unique, inverse = np.unique(token_ids, return_inverse=True)
-    strings = np.array(token_strings(loaded, unique.tolist()), dtype=object)
-    return strings[inverse].reshape(token_ids.shape)
-
-
-def attribution_for(loaded: LoadedModel, run: Run, target_text: str, position: int):
-    """The direct logit attribution of a typed target (the top prediction when the box is empty)."""
-    return direct_logit_attribution(loaded, run, target_token_id(loaded, target_text), position)
-
-
-def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
-    """Run the prompt, if within the page's limits, and compute what every view needs, in one worker thread."""
-    token_ids = encode_prompt(loaded, prompt, bos=bos)
-    check_page_token_limit(loaded, len(token_ids))
-    run = capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
-    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run))
-
-
-class ExplorerSession:
+class ExplorerSession(TabJobs):
     """Loads the configured models (once per process), then answers the state's requests."""
 
     def __init__(self, sources: list[str], state: ExplorerState | None = None, document=None):
@@ -100,7 +53,7 @@ class ExplorerSession:
         self.launcher = BackgroundTasks().launcher
         self.lens_read_ahead: LensReadAhead | None = None
         self.predicted_target = ""  # the top prediction a run put in the target box, replaced by the next run's
-        self._latest_job: dict[str, int] = {}
+        self.jobs = SessionJobs(self.publisher)
         self.state.param.watch(self.launcher(self.run_prompt), "run_requested")
         self.state.param.watch(self.launcher(self.switch_model), "model")
         self.state.param.watch(self.launcher(self.read_pattern), "pattern_requested")
@@ -172,8 +125,10 @@ class ExplorerSession:
         attribution and the sweep are computed when their views ask."""
         if self.loaded is None:
             return
-        state, loaded = self.state, self.loaded
+        state, loaded, job = self.state, self.loaded, self.jobs.start("run", None)
         async with self._work:
+            if not job.current:
+                return
             started = time.perf_counter()
             analysis = await self.in_worker(f"Running the prompt through {loaded.display_name}…", analyse, loaded,
                                             state.prompt, state.bos)
@@ -184,7 +139,8 @@ class ExplorerSession:
             run = analysis.run
             typed_target = state.target not in ("", self.predicted_target)
             self.predicted_target = analysis.top_prediction
-            self.publisher.update(
+            self.jobs.cancel("lens", "sweep", "pattern", "attribution", "npz")
+            job.publish(
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
                 pattern=None, npz_link="", target=state.target if typed_target else analysis.top_prediction,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
@@ -232,23 +188,7 @@ class ExplorerSession:
         with self.showing("Reading the logit lens…"):
             return await ahead.part
 
-    def start_job(self, kind: str) -> int:
-        """A new job of ``kind`` (lens, sweep): it supersedes the one before, which stops at its next step."""
-        self._latest_job[kind] = self._latest_job.get(kind, 0) + 1
-        return self._latest_job[kind]
-
-    def stop_jobs(self) -> None:
-        """Stop every running lens read and sweep at its next step (the page was closed)."""
-        for kind in list(self._latest_job):
-            self.start_job(kind)
-        remove_npz(self.npz_path)
-        log.info("a page closed: its lens read and sweep stop")
-
-    def is_current(self, kind: str, job: int, run: Run) -> bool:
-        """Whether a job is still wanted: no newer job of its kind started and no new run replaced its run."""
-        return self._latest_job.get(kind) == job and self.state.run is run
-
-    def start_target_job(self, kind: str) -> tuple[int, int | None] | None:
+    def start_target_job(self, kind: str) -> tuple[Job, int | None] | None:
         """Start a job of ``kind`` on the current run for the typed target: (job, target id or None for an empty
         box), or None when there is no run yet or the target is refused (the page then says why)."""
         if self.state.run is None or self.loaded is None:
@@ -258,21 +198,24 @@ class ExplorerSession:
         except PromptError as error:
             report_failure(self.publisher, error)
             return None
-        return self.start_job(kind), target_id
+        return self.jobs.start(kind, self.state.run), target_id
 
     def forget_target_results(self, *_events) -> None:
-        """A new target, readout or α makes the lens and the sweep stale; their views ask again when shown."""
+        """A new target, readout or α makes the lens and the sweep stale: their jobs stop, and their views ask again
+        when shown."""
+        self.jobs.cancel("lens", "sweep")
         self.state.param.update(lens=None, lens_tokens=None, sweep=None)
 
-    async def read_pattern(self) -> None:
-        """Recompute the open block's attention pattern (asked by the attention view when it is shown)."""
-        async with self._work:
-            run, layer = self.state.run, self.state.layer
-            if run is None or layer >= run.n_layers:
-                return
-            pattern = await in_model_thread(run.attention_probabilities, layer)
-            if self.state.run is run:
-                self.publisher.update(pattern=pattern, pattern_layer=layer)
+    def forget_attribution(self, *_events) -> None:
+        """A new run, position or target makes the attribution stale; its view asks again when shown."""
+        self.jobs.cancel("attribution")
+        self.state.attribution = None
+
+    def stop_jobs(self) -> None:
+        """Cancel every job (the page was closed): each stops at its next step and publishes nothing."""
+        self.jobs.cancel()
+        remove_npz(self.npz_path)
+        log.info("a page closed: its jobs stop")
 
     async def read_lens(self) -> None:
         """Read the logit lens a chunk of positions at a time, publishing after each chunk: first what was read
@@ -284,19 +227,19 @@ class ExplorerSession:
         if started is None:
             return
         job, target_id = started
-        loaded, run = self.loaded, self.state.run
+        loaded, run = self.loaded, job.run
         parts, unread = [], np.ones(run.seq_len, dtype=bool)
         while unread.any():
             part = (await self.part_read_ahead(run, target_id, unread)
                     or await self.read_lens_part(job, run, target_id, unread))
-            if part is None or not self.is_current("lens", job, run):
+            if part is None or not job.current:
                 return
             parts.append(part)
             unread[part.positions] = False
             lens = joined_lens(parts)
-            self.publisher.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
+            job.publish(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
 
-    async def read_lens_part(self, job: int, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
+    async def read_lens_part(self, job: Job, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
         """Read the lens's next positions once it is their turn, or None if the job is no longer wanted or failed.
 
         Positions off screen give way, between two boundaries, to another page's job and to a drag (at 512 tokens a
@@ -307,7 +250,7 @@ class ExplorerSession:
             gives_way = GivesWay(lambda: not alone_in_model_threads()
                                  or self.unread_shown(unread).size > 0) if off_screen else None
             async with self._work:
-                if not self.is_current("lens", job, run):
+                if not job.current:
                     return None
                 part = await self.in_worker("Reading the logit lens…", logit_lens, self.loaded, run, k=LENS_TOP_K,
                                             target_id=target_id, raw=self.state.raw_lens, positions=positions,
@@ -320,60 +263,16 @@ class ExplorerSession:
         """The unread positions the lens grid shows now (or nearly shows)."""
         return unread_on_screen(unread, self.state.lens_window)
 
-    async def lens_positions_to_read(self, job: int, run: Run, unread: np.ndarray) -> np.ndarray | None:
+    async def lens_positions_to_read(self, job: Job, run: Run, unread: np.ndarray) -> np.ndarray | None:
         """The lens's next positions: the unread ones on screen at once, else the last unread ones once the model
         threads are idle; None when the job is no longer wanted."""
-        while self.is_current("lens", job, run):
+        while job.current:
             if (shown := self.unread_shown(unread)).size:
                 return shown
             if models_idle():
                 return last_unread(unread)
             await asyncio.sleep(LENS_IDLE_POLL_SECONDS)
         return None
-
-    async def sweep(self) -> None:
-        """Scale each block's output by α in turn, one pass per block, publishing each point as it comes; a new
-        run or target stops it between passes."""
-        started = self.start_target_job("sweep")
-        if started is None:
-            return
-        job, target_id = started
-        state, loaded, run = self.state, self.loaded, self.state.run
-        if target_id is None:
-            self.publisher.update(message="Type a target token for the intervention.")
-            return
-        alpha, scaled, clean = state.alpha, [], clean_logprob(run, target_id)
-        self.publisher.update(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
-        for layer in range(run.n_layers):
-            async with self._work:
-                if not self.is_current("sweep", job, run):
-                    return
-                point = await self.in_worker(f"Scaling block {layer}…", scaled_logprob, loaded, run, target_id,
-                                             layer, alpha=alpha)
-            if point is None or not self.is_current("sweep", job, run):
-                return
-            scaled.append(point)
-            self.publisher.update(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
-
-    def forget_attribution(self, *_events) -> None:
-        """A new run, position or target makes the attribution stale; its view asks again when shown."""
-        self.state.attribution = None
-
-    async def read_attribution(self) -> None:
-        """Attribute the logit at the chosen position to every writer and head, off the event loop (asked by its
-        view when shown); dropped if the run, position or target changed meanwhile."""
-        state = self.state
-        async with self._work:
-            run, loaded = state.run, self.loaded
-            if run is None or loaded is None or state.attribution is not None:
-                return
-            asked = (state.attribution_position, state.attribution_target)
-            position = state.attribution_position if state.attribution_position < run.seq_len else -1
-            attribution = await self.in_worker("Attributing the logit…", attribution_for, loaded, run,
-                                               state.attribution_target, position)
-            if attribution is not None and state.run is run and asked == (state.attribution_position,
-                                                                            state.attribution_target):
-                self.publisher.update(attribution=attribution)
 
     async def in_worker(self, doing: str, function, *args, **kwargs):
         """Run backend work on a shared model thread while the page says what it is doing; on failure report it
@@ -384,16 +283,3 @@ class ExplorerSession:
             except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
                 report_failure(self.publisher, error)
                 return None
-
-    async def prepare_npz(self) -> None:
-        """Write the last run as NPZ off the event loop to a file of this page's, then offer its link."""
-        run, loaded = self.state.run, self.loaded
-        if run is None or loaded is None:
-            return
-        path = await self.in_worker("Writing the run's NPZ file…", write_npz_file, loaded, run,
-                                    new_npz_path(npz_file_name(loaded.display_name, run.prompt)))
-        if path is not None:
-            remove_npz(self.npz_path)
-            self.npz_path = path
-            self.publisher.update(npz_link=npz_link(path, serve_downloads(self.publisher.document)),
-                                  npz_megabytes=path.stat().st_size / 1e6)

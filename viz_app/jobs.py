@@ -1,0 +1,54 @@
+"""One job model for a session's background work: a job belongs to one run, can be cancelled, and publishes its
+result only if it is still wanted, checked when the write is applied under the document's lock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .publishing import Publisher
+
+
+class Job:
+    """One piece of background work (a lens read, a sweep…) for the run shown when it started; a job that makes a new
+    run has no run (``None``) and is current until cancelled."""
+
+    def __init__(self, publisher: Publisher, kind: str, run, wanted: Callable[[], bool] = lambda: True):
+        self.publisher, self.kind, self.run, self.wanted = publisher, kind, run, wanted
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stop the job: it stops at its next step and publishes nothing more."""
+        self.cancelled = True
+
+    @property
+    def current(self) -> bool:
+        """Whether the job is still wanted: not cancelled, its run still the one shown, and its own condition met."""
+        shown = self.run is None or self.publisher.state.run is self.run
+        return not self.cancelled and shown and self.wanted()
+
+    def publish(self, **values) -> None:
+        """Write ``values`` into the page's state if, when the write is applied under the lock, the job is current."""
+        def publish_if_current() -> None:
+            if self.current:
+                self.publisher.state.param.update(**values)
+        self.publisher.apply(publish_if_current)
+
+
+class SessionJobs:
+    """The jobs of one session: a new job cancels the one of its kind before it; a closed page cancels them all."""
+
+    def __init__(self, publisher: Publisher):
+        self.publisher = publisher
+        self.latest: dict[str, Job] = {}
+
+    def start(self, kind: str, run, wanted: Callable[[], bool] = lambda: True) -> Job:
+        """A new job of ``kind`` on ``run``, superseding the one before."""
+        self.cancel(kind)
+        self.latest[kind] = Job(self.publisher, kind, run, wanted)
+        return self.latest[kind]
+
+    def cancel(self, *kinds: str) -> None:
+        """Cancel the running jobs of ``kinds`` (every kind when none is named)."""
+        for kind in kinds or list(self.latest):
+            if kind in self.latest:
+                self.latest[kind].cancel()

@@ -1,0 +1,81 @@
+"""The jobs a session runs when a tab asks: the attention pattern, the intervention sweep, the attribution and the
+NPZ file; each is a ``Job`` on the run shown, published only while that run is still shown."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from model_backend import ScalingSweep, clean_logprob, scaled_logprob
+
+from .analysis import attribution_for
+from .model_work import in_model_thread
+from .npz_download import new_npz_path, npz_file_name, npz_link, remove_npz, serve_downloads, write_npz_file
+
+
+class TabJobs:
+    """The tab-asked jobs of ``ExplorerSession`` (which provides ``state``, ``jobs``, ``loaded`` and ``in_worker``)."""
+
+    async def read_pattern(self) -> None:
+        """Recompute the open block's attention pattern (asked by the attention view when it is shown)."""
+        async with self._work:
+            run, layer = self.state.run, self.state.layer
+            if run is None or layer >= run.n_layers:
+                return
+            job = self.jobs.start("pattern", run)
+            pattern = await in_model_thread(run.attention_probabilities, layer)
+            job.publish(pattern=pattern, pattern_layer=layer)
+
+    async def sweep(self) -> None:
+        """Scale each block's output by α in turn, one pass per block, publishing each point as it comes; a new
+        run or target stops it between passes."""
+        started = self.start_target_job("sweep")
+        if started is None:
+            return
+        job, target_id = started
+        state, loaded, run = self.state, self.loaded, job.run
+        if target_id is None:
+            self.publisher.update(message="Type a target token for the intervention.")
+            return
+        alpha, scaled, clean = state.alpha, [], clean_logprob(run, target_id)
+        job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
+        for layer in range(run.n_layers):
+            async with self._work:
+                if not job.current:
+                    return
+                point = await self.in_worker(f"Scaling block {layer}…", scaled_logprob, loaded, run, target_id,
+                                             layer, alpha=alpha)
+            if point is None or not job.current:
+                return
+            scaled.append(point)
+            job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
+
+    async def read_attribution(self) -> None:
+        """Attribute the logit at the chosen position to every writer and head, off the event loop (asked by its
+        view when shown); dropped if the run, position or target changed meanwhile."""
+        state = self.state
+        async with self._work:
+            run, loaded = state.run, self.loaded
+            if run is None or loaded is None or state.attribution is not None:
+                return
+            asked = (state.attribution_position, state.attribution_target)
+            job = self.jobs.start("attribution", run,
+                                  wanted=lambda: asked == (state.attribution_position, state.attribution_target))
+            position = state.attribution_position if state.attribution_position < run.seq_len else -1
+            attribution = await self.in_worker("Attributing the logit…", attribution_for, loaded, run,
+                                               state.attribution_target, position)
+            if attribution is not None:
+                job.publish(attribution=attribution)
+
+    async def prepare_npz(self) -> None:
+        """Write the last run as NPZ off the event loop to a file of this page's, then offer its link."""
+        run, loaded = self.state.run, self.loaded
+        if run is None or loaded is None:
+            return
+        job = self.jobs.start("npz", run)
+        path = await self.in_worker("Writing the run's NPZ file…", write_npz_file, loaded, run,
+                                    new_npz_path(npz_file_name(loaded.display_name, run.prompt)))
+        if path is not None:
+            remove_npz(self.npz_path)
+            self.npz_path = path
+            job.publish(npz_link=npz_link(path, serve_downloads(self.publisher.document)),
+                        npz_megabytes=path.stat().st_size / 1e6)
