@@ -73,7 +73,7 @@ def attribution_figure() -> tuple:
     fig.add_tools(TapTool(renderers=[bars]),
                   HoverTool(renderers=[bars], tooltips=[("value", "@label"), ("term", "@term{0.0000}")]))
     fig.add_layout(Legend(items=[LegendItem(label={"field": "kind"}, renderers=[bars])], label_text_font_size="15px",
-                          orientation="horizontal"), "above")
+                          orientation="horizontal", name="attribution_legend"), "above")
     fig.yaxis.axis_label = "term in the logit"
     fig.xgrid.visible = False
     return fig, source

@@ -30,7 +30,7 @@ KIND_COLORS = {
     "attention": Pastel1_9[0], "mlp": Pastel1_9[2], "attention_add": Pastel1_9[5], "mlp_add": Pastel1_9[5],
     "lm_head": Pastel1_9[3], "logits": Pastel1_9[6],
 }
-FIGURE_HEIGHT = 560
+FIGURE_HEIGHT = 490
 LABEL_PIXELS = 18  # the least room a block's label needs; closer blocks are labelled every few (hover names all)
 LABEL_STEPS = (1, 2, 5, 10)
 

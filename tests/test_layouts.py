@@ -44,8 +44,7 @@ def test_every_view_renders_from_a_run(gpt2):
     assert norms.heatmap.title.text.startswith(f"Residual norm per boundary and position · {n} tokens")
     assert similarity.within.title.text.endswith(f"· {n} tokens")
     assert len(lens.cells.data["top"]) == state.lens.n_rows * n
-    assert attention.pattern_fig.title.text == (f"Block 0, mean over heads · {n} tokens · each query row scaled to "
-                                                "its max")
+    assert attention.pattern_fig.title.text == f"Block 0, mean over heads · {n} tokens · each row scaled to its max"
 
 
 def test_a_new_run_updates_the_same_figures_in_place(gpt2):
