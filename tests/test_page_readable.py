@@ -1,13 +1,13 @@
 """What a person sees at 1024x768: the diagram names the model's architecture and draws the residual spine, its ⊕
 and a logits box with a card; the attribution's tick labels keep apart, its legend sits outside the plot and a
-clicked bar stays outlined; no figure's title is wider than its figure."""
+clicked bar stays outlined; no figure's title runs past its figure's right edge."""
 
 from __future__ import annotations
 
 import test_page_fit
 from conftest import RUN_SECONDS
 from playwright.sync_api import expect
-from test_page import FIGURES_BY_TAB, PROMPT, click_part, n_tokens_of, run_prompt, show_tab
+from test_page import ARTIFACTS, FIGURES_BY_TAB, PROMPT, click_part, n_tokens_of, run_prompt, show_tab
 from test_page_attribution import BAR_CENTER, SHOWN_BARS, largest
 from test_page_fit import SMALL, open_page
 
@@ -39,7 +39,7 @@ TITLE_OVERFLOW = """names => names.map(name => {
     const title = view.model.title;
     const context = document.createElement("canvas").getContext("2d");
     context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
-    return [name, context.measureText(title.text).width - view.bbox.width];
+    return [name, view.frame.bbox.left + context.measureText(title.text).width - view.bbox.width];
 }).filter(([, overflow]) => overflow > 0)"""
 
 
@@ -81,4 +81,5 @@ def test_no_figure_title_is_wider_than_its_figure(small_page, served_app, tiny_m
     run_prompt(page, PROMPT, n_tokens)
     for tab, names in FIGURES_BY_TAB.items():
         show_tab(page, tab, n_tokens)
+        page.screenshot(path=ARTIFACTS / f"titles-{tab.lower().replace(' ', '-').replace('&', 'and')}.png")
         assert page.evaluate(TITLE_OVERFLOW, list(names)) == [], tab
