@@ -85,7 +85,7 @@ def block_diagram(family: Family, n_layers: int, open_layer: int, pinned: list[s
     top = max(p.y for p in parts if p.kind.key in OPEN_BLOCK_KEYS) + FIRST_ROW
     chain_bottom = min(p.y for p in parts if p.kind.key not in OPEN_BLOCK_KEYS)
     bottom = min(chain_bottom - 0.6, top - height - 0.2)
-    fig = readable_figure(name="block_diagram", width=560, height=FIGURE_HEIGHT, tools="save",
+    fig = readable_figure(name="block_diagram", width=520, height=FIGURE_HEIGHT, tools="save",
                           title=architecture_title(family, n_layers),
                           x_range=Range1d(-1.9, 6.3), y_range=Range1d(bottom, 0.9))
     fig.axis.visible = False
