@@ -93,7 +93,7 @@ class AttentionView(TabView):
         self.pattern_fig.xaxis.major_label_overrides = labels
         self.pattern_fig.yaxis.major_label_overrides = labels
         which = MEAN_OVER_HEADS if head is None else f"head {head}"
-        self.pattern_fig.title.text = f"Block {layer}, {which} · {n} tokens · each query row scaled to its max"
+        self.pattern_fig.title.text = f"Block {layer}, {which} · {n} tokens"
 
     def show_sink_share(self, run: Run, sink_positions: list[int]) -> None:
         sink = sink_positions[0] if sink_positions else 0

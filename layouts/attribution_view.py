@@ -10,28 +10,29 @@ from functools import partial
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, TapTool
+from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem, Range1d, TapTool
 
 from model_backend.names import FINAL_NORM_BIAS, full_name, parse_full_name
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
+from .attribution_axis import EMB_X, bar_places, block_ticker
 from .downloads import csv_download
-from .style import NARROW, readable_figure
+from .style import readable_figure
 from .tab_view import TabView
 
 if TYPE_CHECKING:  # the attribution module imports torch; the view only reads its arrays
     from model_backend.attribution import LogitAttribution
 
-BAR_PIXELS = 26  # the least width a bar gets; many bars widen the figure, which then scrolls sideways
+PLOT_PIXELS = 540  # the plot's width beside the sidebar at 1024x768, the narrowest it is drawn
 KIND_COLORS = {"embeddings": "#7f7f7f", "attention": "#ff7f0e", "MLP": "#2ca02c", "bias": "#bcbd22"}
-# The bars outside the blocks: where each is drawn, and the diagram part whose card explains it. Without position
-# embeddings, block 0's layer_input is the token embeddings.
+# The bars outside the blocks, and the diagram part whose card explains each. Without position embeddings, block 0's
+# layer_input is the token embeddings.
 OUTSIDE_BLOCKS = {
-    "token_embeddings": (("emb", "token"), "token_embeddings"),
-    "position_embeddings": (("emb", "position"), "position_embeddings"),
-    full_name("layer_input", 0): (("emb", "token"), "token_embeddings"),
-    FINAL_NORM_BIAS: (("norm", "bias"), "final_norm"),
+    "token_embeddings": "token_embeddings",
+    "position_embeddings": "position_embeddings",
+    full_name("layer_input", 0): "token_embeddings",
+    FINAL_NORM_BIAS: "final_norm",
 }
 
 
@@ -50,43 +51,29 @@ def kind_of(label: str) -> str:
 def part_of(label: str) -> str:
     """The diagram part whose card explains a bar's value: ``layers.3.attention_output.head_5`` -> ``attention.3``."""
     if label in OUTSIDE_BLOCKS:
-        return OUTSIDE_BLOCKS[label][1]
+        return OUTSIDE_BLOCKS[label]
     value, layer, _ = parse_full_name(label)
     return f"{'attention' if value.name == 'attention_output' else 'mlp'}.{layer}"
 
 
-def axis_factor(label: str) -> tuple[str, str]:
-    """A bar's place on the axis, grouped by block and short: ``layers.3.attention_output.head_5`` -> ("3", "head
-    5"); the embeddings are "emb" and the final norm's bias "norm"."""
-    if label in OUTSIDE_BLOCKS:
-        return OUTSIDE_BLOCKS[label][0]
-    value, layer, part = parse_full_name(label)
-    if part is not None:
-        return str(layer), "attn bias" if part == "bias" else part.replace("_", " ")
-    return str(layer), "attention" if value.name == "attention_output" else "MLP"
-
-
 def name_bars_on_axis(fig, per_head: bool) -> None:
-    """Per head, each bar names its head under its block; per block, the colours and the legend say which bar is
-    the attention and which the MLP, and only the block numbers are written (61 names on a 30-block model's axis
-    ran into one unreadable band)."""
-    fig.xaxis.major_label_text_font_size = "13px" if per_head else "0px"
-    fig.xaxis.axis_label = ("block, and one bar per head" if per_head else
-                            "block (two bars each: attention, then MLP; colours in the legend)")
+    """Say on the axis what the bars of a block are: its heads (and bias) then its MLP, or its attention then MLP."""
+    fig.xaxis.axis_label = ("block: its heads in order, then its MLP" if per_head else
+                            "block: attention, then MLP (colours in the legend)")
 
 
 def attribution_figure() -> tuple:
     """An empty bar chart (figure ``logit_attribution``) and its source (``attribution_bars``), one bar per term."""
-    source = ColumnDataSource({"x": [], "label": [], "term": [], "kind": [], "color": []}, name="attribution_bars")
-    fig = readable_figure(name="logit_attribution", width=NARROW + 120, x_range=FactorRange(),
-                          tools="xpan,xwheel_zoom,reset,save", title="Direct logit attribution")
-    bars = fig.vbar(x="x", top="term", width=0.8, source=source, color="color", line_color=None)
+    source = ColumnDataSource({"x": [], "width": [], "label": [], "term": [], "kind": [], "color": []},
+                              name="attribution_bars")
+    fig = readable_figure(name="logit_attribution", x_range=Range1d(-2, 1), tools="xpan,xwheel_zoom,reset,save",
+                          title="Direct logit attribution")
+    bars = fig.vbar(x="x", top="term", width="width", source=source, color="color", line_color=None,
+                    selection_line_color="black", selection_line_width=3, nonselection_fill_alpha=1.0)
     fig.add_tools(TapTool(renderers=[bars]),
                   HoverTool(renderers=[bars], tooltips=[("value", "@label"), ("term", "@term{0.0000}")]))
     fig.add_layout(Legend(items=[LegendItem(label={"field": "kind"}, renderers=[bars])], label_text_font_size="15px",
-                          orientation="horizontal"), "above")
-    fig.xaxis.major_label_orientation = "vertical"
-    fig.xaxis.group_text_font_size = "15px"
+                          orientation="horizontal", name="attribution_legend"), "above")
     fig.yaxis.axis_label = "term in the logit"
     fig.xgrid.visible = False
     return fig, source
@@ -152,11 +139,15 @@ class AttributionView(TabView):
             return
         labels, terms = attribution.bars(self.per_head)
         kinds = [kind_of(label) for label in labels]
-        factors = [axis_factor(label) for label in labels]
-        self.figure.x_range.factors = factors  # first: the empty range maps one level, the bars need two
-        self.bars.data = {"x": factors, "label": labels, "term": terms, "kind": kinds,
+        xs, widths = bar_places(labels, run.n_layers)
+        if list(self.bars.data["label"]) != labels:
+            self.bars.selected.indices = []
+        self.bars.data = {"x": xs, "width": widths, "label": labels, "term": terms, "kind": kinds,
                           "color": [KIND_COLORS[k] for k in kinds]}
-        self.figure.width = max(NARROW + 120, BAR_PIXELS * len(labels))
+        start, end = EMB_X - 0.7, max(xs) + 0.7
+        self.figure.x_range.update(start=start, end=end, reset_start=start, reset_end=end)
+        self.figure.xaxis.ticker = block_ticker(run.n_layers, PLOT_PIXELS, FINAL_NORM_BIAS in labels)
+        self.figure.xaxis.major_label_overrides = {EMB_X: "emb", run.n_layers: "norm"}
         name_bars_on_axis(self.figure, self.per_head)
         self.figure.title.text = (f"Direct logit attribution of {visible_token(attribution.target_token)} at position "
                                   f"{attribution.position} · {run.seq_len} tokens")
@@ -169,7 +160,7 @@ class AttributionView(TabView):
             pn.state.execute(partial(self.pin, self.bars.data["label"][indices[0]]), schedule=True)
 
     def pin(self, label: str) -> None:
-        """Pin the card of the value a bar reads (once) and say where it is shown; clear the selection."""
+        """Pin the card of the value a bar reads (once) and say where it is shown; the bar stays outlined."""
         part = part_of(label)
         if part not in self.state.pinned:
             self.state.pinned = [*self.state.pinned, part]
@@ -177,7 +168,6 @@ class AttributionView(TabView):
                                    f"<code>{html.escape(label)}</code> "
                                    f"(<code>{html.escape(part)}</code>): it is shown in the <b>Block diagram</b> "
                                    f"tab.</p>")
-        self.bars.selected.indices = []
 
     def table(self) -> pd.DataFrame:
         """The bars shown, for the CSV download: value name, term, and which logit they split."""
@@ -195,5 +185,5 @@ class AttributionView(TabView):
                    pn.widgets.TextInput.from_param(self.state.param.attribution_target, width=240,
                                                    placeholder="empty: the top prediction"),
                    pn.widgets.Checkbox.from_param(self.param.per_head, align="end")),
-            self.about, self.check, self.pinned_note,
-            pn.Row(pn.pane.Bokeh(self.figure), scroll=True, sizing_mode="stretch_width"), self.download)
+            self.about, self.check,
+            pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"), self.pinned_note, self.download)

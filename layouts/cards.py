@@ -74,6 +74,17 @@ def norm_plot() -> tuple:
     return fig, bars
 
 
+def next_token_lines(run: Run) -> str:
+    """What the last position's logits say: the top token's id, logit and softmax probability, and the spread."""
+    logits = run.logits_at([-1])[0].astype(np.float64)
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    top = int(logits.argmax())
+    return (f"<p><b>Next token</b> (last position): id {top}, logit {logits[top]:.2f}, probability "
+            f"{probabilities[top]:.1%}; logits span {logits.min():.1f} to {logits.max():.1f} over "
+            f"{logits.size:,} tokens</p>")
+
+
 class PartCard:
     """The card of one pinned part: what it reads, where, under which names and hooks, with live figures that a new
     run updates in place."""
@@ -125,5 +136,7 @@ class PartCard:
         if self.kind.key == "block":
             extra += (f"<p><b>Identity check</b>: layer_input + attention_output + mlp_output vs layer_output, "
                       f"max error {block_identity_error(run, self.layer):.2e}</p>")
+        if self.kind.key == "logits":
+            extra += next_token_lines(run)
         self.live.object = extra
 

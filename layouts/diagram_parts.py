@@ -26,6 +26,7 @@ CHAIN_KINDS = (
     PartKind("block", "block {i}", "layer", ("layer_input", "layer_output"), True),
     PartKind("final_norm", "final norm", "final_norm", ("final_norm_output",), False),
     PartKind("lm_head", "lm_head", "lm_head", ("logits",), False),
+    PartKind("logits", "logits", "lm_head", ("logits",), False),
 )
 # In the order drawn; a family's diagram keeps those whose module it has and whose values it defines (``kinds_of``).
 OPEN_BLOCK_KINDS = (
@@ -48,6 +49,9 @@ ADD_BOX = (2.7, 1.0, 0.6)
 FIRST_ROW, ROW_PITCH, FRAME_MARGIN = 1.1, 0.93, 0.55
 FRAME_LEFT, FRAME_RIGHT = 1.9, 6.1
 STREAM_X = 2.7
+# The chain's boxes are one row apart, its blocks share at most BLOCKS_SPAN rows: 30 blocks fit beside the open one.
+BLOCKS_SPAN = 12.0
+BOX_FILL = 0.72  # the share of its row a chain box's height takes
 
 
 def kinds_of(family: Family) -> dict[str, PartKind]:
@@ -125,7 +129,7 @@ def parse_among(part_id_text: str, kinds: dict[str, PartKind], n_layers: int | N
 
 
 def chain_kinds(family: Family, n_layers: int) -> list[tuple[PartKind, int | None]]:
-    """The chain from embeddings to lm_head, one entry per box, top to bottom."""
+    """The chain from embeddings to logits, one entry per box, top to bottom."""
     kinds = kinds_of(family)
     chain = []
     for kind in (kinds[kind.key] for kind in CHAIN_KINDS if kind.key in kinds):
@@ -133,13 +137,28 @@ def chain_kinds(family: Family, n_layers: int) -> list[tuple[PartKind, int | Non
     return chain
 
 
+def block_pitch(n_layers: int) -> float:
+    """The rows one block of the chain takes: a whole row up to 12 blocks, a share of BLOCKS_SPAN beyond."""
+    return min(1.0, BLOCKS_SPAN / max(n_layers, 1))
+
+
+def chain_heights(chain: list[tuple[PartKind, int | None]], n_layers: int) -> list[float]:
+    """The y of each chain box's centre, top to bottom: each box takes its row (a block its pitch)."""
+    rows = [block_pitch(n_layers) if kind.per_layer else 1.0 for kind, _ in chain]
+    centres = [0.0]
+    for above, below in zip(rows, rows[1:]):
+        centres.append(centres[-1] - (above + below) / 2)
+    return centres
+
+
 def diagram_parts(family: Family, n_layers: int, open_layer: int) -> list[Part]:
     """Every box: the chain in a column at x = 0, and block ``open_layer`` drawn open to its right."""
     chain = chain_kinds(family, n_layers)
-    parts = [Part(part_id(kind.key, layer), kind, layer, 0.0, -float(row), 1.6, 0.72)
-             for row, (kind, layer) in enumerate(chain)]
-    block_row = next(row for row, (kind, layer) in enumerate(chain) if kind.key == "block" and layer == open_layer)
-    top = open_block_top(len(parts), block_row, frame_height(family))
+    pitch = block_pitch(n_layers)
+    parts = [Part(part_id(kind.key, layer), kind, layer, 0.0, y, 1.6, BOX_FILL * (pitch if kind.per_layer else 1.0))
+             for (kind, layer), y in zip(chain, chain_heights(chain, n_layers))]
+    block_y = next(p.y for p in parts if p.id == f"block.{open_layer}")
+    top = open_block_top(parts[-1].y, block_y, frame_height(family))
     for row, kind in enumerate(open_block_kinds(family)):
         x, width, height = ADD_BOX if kind.key.endswith("_add") else SUBLAYER_BOX
         parts.append(Part(part_id(kind.key, open_layer), kind, open_layer, x, top - FIRST_ROW - ROW_PITCH * row,
@@ -147,10 +166,10 @@ def diagram_parts(family: Family, n_layers: int, open_layer: int) -> list[Part]:
     return parts
 
 
-def open_block_top(n_rows: int, block_row: int, height: float) -> float:
+def open_block_top(chain_bottom: float, block_y: float, height: float) -> float:
     """The open block's frame top: level with its block in the chain, kept inside the chain's height."""
-    lowest_top = -(n_rows - 1) - 0.4 + height
-    return min(0.4, max(-block_row + 0.4, lowest_top)) if lowest_top < 0.4 else 0.4
+    lowest_top = chain_bottom - 0.4 + height
+    return min(0.4, max(block_y + 0.4, lowest_top)) if lowest_top < 0.4 else 0.4
 
 
 def part_at(parts: list[Part], x: float, y: float) -> Part | None:

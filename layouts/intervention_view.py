@@ -70,9 +70,9 @@ class InterventionView(TabView):
                                                                               sweep.clean_logprob))))
         show_ticks(self.fig.xaxis, range(run.n_layers))
         self.fig.x_range.update(start=-0.5, end=run.n_layers - 0.5)
-        progress = "" if done == run.n_layers else f" · {done} of {run.n_layers} blocks so far"
-        self.fig.title.text = (f"log p({visible_token(self.state.target)}) at the last position, each block's "
-                               f"{sweep.site} × {sweep.alpha:g} · {run.seq_len} tokens{progress}")
+        progress = "" if done == run.n_layers else f" · {done} of {run.n_layers} so far"
+        self.fig.title.text = (f"log p({visible_token(self.state.target)}) next, block {sweep.site} × "
+                               f"{sweep.alpha:g} · {run.seq_len} tokens{progress}")
         self.note.object = f"<p>Clean run: log p = {sweep.clean_logprob:.3f}.</p>"
 
     def layout(self):

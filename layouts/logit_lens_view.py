@@ -167,9 +167,9 @@ class LogitLensView(TabView):
             self.grid.x_range.update(start=max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, end=run.seq_len - 0.5)
             self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens)
             show_ticks(self.grid.xaxis, range(run.seq_len))
-        more = " · drag sideways for more" if run.seq_len > VISIBLE_POSITIONS else ""
-        self.grid.title.text = (f"Logit lens{' (raw: no final norm)' if lens.raw else ''}: top token per boundary "
-                                f"and position · {run.seq_len} tokens{more}")
+        more = " · drag for more" if run.seq_len > VISIBLE_POSITIONS else ""
+        self.grid.title.text = (f"Logit lens{' (raw, no final norm)' if lens.raw else ''}: top token · "
+                                f"{run.seq_len} tokens{more}")
 
     def show_cells(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
         """Send the cells of positions read since the grid was last drawn for this lens (a lens grows a chunk at a

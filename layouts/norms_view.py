@@ -128,8 +128,8 @@ class NormsView(TabView):
         self.heatmap.yaxis.major_label_overrides = dict(enumerate(labels))
         self.heatmap.xaxis.major_label_overrides = token_axis_labels(run.tokens)
         above_range = self.skip_first_in_colors and n > 1 and norms[:, 0].max() > scaled.max()
-        self.heatmap.title.text = (f"Residual norm per boundary and position · {n} tokens"
-                                   + (" · magenta: position 0, above the colour range" if above_range else ""))
+        self.heatmap.title.text = (f"Residual norm · {n} tokens"
+                                   + (" · magenta: above the colour range" if above_range else ""))
         positions = np.arange(n)
         self.lines_data.data = {"xs": [positions] * len(labels), "ys": list(norms), "boundary": labels,
                                 "color": viridis(len(labels))}
@@ -137,7 +137,7 @@ class NormsView(TabView):
         self.lines.xaxis.major_label_overrides = token_axis_labels(run.tokens)
         show_ticks(self.lines.xaxis, spaced_ticks(n))  # whole positions only: a tick between two read as a token
         self.line_colors.high = len(labels) - 1
-        self.lines.title.text = f"Residual norm per position, one line per boundary · {n} tokens"
+        self.lines.title.text = f"Norm per position, one line per boundary · {n} tokens"
         self.summary.object = sink_summary(run, sinks)
 
     def layout(self):

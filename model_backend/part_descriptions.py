@@ -16,6 +16,13 @@ class PartDescription:
 RESIDUAL_ADD = PartDescription("⊕ add", "The sublayer's output is added to the residual stream; nothing else changes "
                                         "it, so the stream is the running sum of every contribution.")
 
+# Parts that mean the same in every family.
+EVERY_FAMILY = {
+    "logits": PartDescription("logits", "One score per vocabulary token at every position: what lm_head writes and the "
+                                        "model returns. A softmax of the last position's logits is the next-token "
+                                        "distribution; every other view that names a token reads it from here."),
+}
+
 PART_DESCRIPTIONS = {
     "GPT-2": {
         "token_embeddings": PartDescription("token emb", "A lookup table (wte): one learned vector per vocabulary "
@@ -69,8 +76,8 @@ PART_DESCRIPTIONS = {
 
 
 def part_descriptions(family_name: str, n_heads: int, n_kv_heads: int) -> dict[str, PartDescription]:
-    """The family's description of each diagram part (by kind) with the head counts filled in; empty for a family
-    that has none written yet."""
+    """The family's description of each diagram part (by kind) with the head counts filled in; only the logits' for a
+    family that has none written yet."""
     counts = {"n_heads": n_heads, "n_kv_heads": n_kv_heads, "group": n_heads // max(n_kv_heads, 1)}
     return {key: PartDescription(description.label, description.what.format(**counts))
-            for key, description in PART_DESCRIPTIONS.get(family_name, {}).items()}
+            for key, description in {**EVERY_FAMILY, **PART_DESCRIPTIONS.get(family_name, {})}.items()}
