@@ -189,7 +189,7 @@ class ExplorerSession:
                 pattern=None, npz_link="", target=state.target if typed_target else analysis.top_prediction,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", stale="", next_tokens=analysis.next_tokens,
-                status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
+                status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
                        f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
             self.read_lens_ahead(run)
 
