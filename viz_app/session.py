@@ -30,6 +30,7 @@ from model_backend import (
 from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_next_tokens
 
 from .background import BackgroundTasks
+from .comparison import NormsComparison
 from .failures import report_failure
 from .lens_reading import (
     LENS_IDLE_POLL_SECONDS,
@@ -112,6 +113,7 @@ class ExplorerSession:
         self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "attribution_target"])
         self.state.param.watch(self.forget_target_results, ["target", "raw_lens", "alpha"])
         self.lessons = LessonGuide(self)
+        self.comparison = NormsComparison(self)
 
     @property
     def available(self) -> list[str]:
