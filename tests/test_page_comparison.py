@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import signal
 from urllib.parse import quote
 
-from conftest import RUN_SECONDS, serve_app, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, serve_app, stop_server, wait_until_idle
 from hf_revisions import REPO_ID, write_two_revisions
 from playwright.sync_api import Page, expect
 from test_page import ARTIFACTS, TITLES
@@ -35,8 +33,5 @@ def test_the_norms_tab_shows_both_revisions_under_their_names(page: Page, tmp_pa
         page.screenshot(path=ARTIFACTS / "norms-comparison.png", full_page=True)
         page.close()
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-    log = app.log_without_closed_tab_reports()
-    assert not errors, errors
-    assert "Traceback" not in log and "failed with following error" not in log, app.log()
+        stop_server(process)
+    assert_served_cleanly(app, errors)
