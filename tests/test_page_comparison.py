@@ -1,4 +1,5 @@
-"""Two revisions of one model side by side on the served page's Norms tab (a fake HF cache, offline, 1024×768)."""
+"""Two revisions of one model side by side on the served page's Norms tab (a fake HF cache, offline, 1024×768),
+chosen by the link and by the "compare with" selector."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ def test_the_norms_tab_shows_both_revisions_under_their_names(page: Page, tmp_pa
         wait_until_idle(page)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=ARTIFACTS / "norms-comparison.png", full_page=True)
+        selector = page.locator("select:has(option[value='nothing'])")
+        selector.select_option("nothing")
+        page.wait_for_function("() => !location.search.includes('compare=')", timeout=RUN_SECONDS)
+        selector.select_option(STEP)
+        page.wait_for_function("() => location.search.includes('compare=')", timeout=RUN_SECONDS)
+        wait_until_idle(page)
         page.close()
     finally:
         stop_server(process)
