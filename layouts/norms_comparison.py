@@ -74,7 +74,7 @@ class NormsComparisonView(TabView):
     def build(self) -> None:
         self.mapper = LinearColorMapper(palette=Viridis256, high_color="#ff00ff")
         self.figures = [compared_heatmap(f"comparison_heatmap_{i}", self.mapper) for i in range(2)]
-        self.selector = pn.widgets.Select(name="compare with", width=320)
+        self.selector = pn.widgets.Select(label="compare with", width=320)
         self.selector.param.watch(lambda event: setattr(self.state, "compare", self.selector_choice(event.new)),
                                   "value")
         self.note = pn.pane.HTML("", css_classes=["comparison-note"])
@@ -82,6 +82,7 @@ class NormsComparisonView(TabView):
                                   sizing_mode="stretch_width")
 
     def selector_choice(self, shown: str) -> str:
+        """The state's ``compare`` for the selector's option: empty for "nothing"."""
         return "" if shown == NOTHING else shown
 
     def refresh(self) -> None:
@@ -97,7 +98,8 @@ class NormsComparisonView(TabView):
             return
         runs = [(state.run, state.sinks), (compared.run, compared.sinks)]
         norms = [residual_norms(run) for run, _ in runs]
-        self.mapper.update(**dict(zip(("low", "high"), shared_color_range(norms))))
+        low, high = shared_color_range(norms)
+        self.mapper.update(low=low, high=high)
         for (fig, image, marks), (run, sinks), matrix in zip(self.figures, runs, norms):
             show_norms(fig, image, marks, run, sinks, matrix)
 

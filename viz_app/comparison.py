@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from layouts.norms_comparison import ComparedRun
 from model_backend import LoadedModel, capture_token_ids, detect_sinks
 from model_backend.tokens import encode_prompt
@@ -10,6 +12,8 @@ from model_backend.tokens import encode_prompt
 from .failures import failure_message
 from .model_work import in_model_thread
 from .prompt_limits import check_page_token_limit
+
+log = logging.getLogger(__name__)
 
 
 def compared_run(loaded: LoadedModel, prompt: str, bos: bool) -> ComparedRun:
@@ -34,6 +38,7 @@ class NormsComparison:
         self.state.compare_offered = [name for name in self.session.available if name != self.state.model]
 
     def chosen_model(self, name: str) -> LoadedModel | None:
+        """The loaded model of that display name, or None where none loaded under it."""
         return next((o.loaded for o in self.session.outcomes if o.name == name and o.loaded is not None), None)
 
     async def compare(self) -> None:
@@ -53,6 +58,7 @@ class NormsComparison:
                 try:
                     compared = await in_model_thread(compared_run, other, run.prompt, run.bos)
                 except Exception as error:  # noqa: BLE001 - said on the Norms tab, which stays usable
+                    log.warning("the comparison run through %s failed: %r", name, error)
                     publisher.update(comparison=None, comparison_note=f"{name} could not run this prompt for the "
                                                                       f"comparison: {failure_message(error)}")
                     return
