@@ -17,6 +17,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
+from .norms_comparison import NormsComparisonView
 from .style import (add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, spaced_ticks,
                     token_axis_labels)
 from .tab_view import TabView
@@ -95,6 +96,7 @@ class NormsView(TabView):
         self.heatmap_pane, self.lines_pane = pn.pane.Bokeh(), pn.pane.Bokeh()
         self.download = csv_download(lambda: norms_table(self.state.run, self.norms), "norms.csv",
                                      "Download norms as CSV")
+        self.comparison = NormsComparisonView(self.state, tab=self.tab)
         self.make_figures()
         self.heatmap_pane.object, self.lines_pane.object = self.heatmap, self.lines
         self.param.watch(self._change_axis_type, "log_scale")
@@ -143,4 +145,4 @@ class NormsView(TabView):
     def layout(self):
         return pn.Column(pn.FlexBox(pn.widgets.Checkbox.from_param(self.param.log_scale),
                                 pn.widgets.Checkbox.from_param(self.param.skip_first_in_colors)),
-                         self.summary, self.heatmap_pane, self.lines_pane, self.download)
+                         self.summary, self.comparison, self.heatmap_pane, self.lines_pane, self.download)

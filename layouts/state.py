@@ -38,6 +38,8 @@ class ExplorerState(param.Parameterized):
     attribution_target = param.String(default="", label="target token",
                                       doc="the token whose logit is attributed; empty: the model's top prediction")
 
+    compare = param.String(default="", doc="display name of the model whose norms the Norms tab shows under the "
+                                           "run's, for the same prompt; empty: none (kept in the URL)")
     presenter = param.Boolean(default=False, doc="larger fonts and marks for a projector (kept in the URL)")
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
     lesson = param.Integer(default=0, bounds=(0, 6), doc="the guided lesson's step on screen; 0: no lesson")
@@ -60,6 +62,11 @@ class ExplorerState(param.Parameterized):
     pattern_layer = param.Integer(default=None, allow_None=True, doc="the block ``pattern`` belongs to")
     sweep = param.Parameter(default=None, doc="ScalingSweep for the target, or None")
     attribution = param.Parameter(default=None, doc="LogitAttribution of the last run at attribution_position")
+    compare_offered = param.List(default=[], item_type=str, doc="the models the Norms tab can compare with: every "
+                                                                "loaded one but the one in use")
+    comparison = param.Parameter(default=None, doc="ComparedRun: the compared model's run of the same prompt, or None")
+    comparison_note = param.String(default="", doc="why the Norms tab shows no comparison (not offered, refused, "
+                                                   "failed); empty otherwise")
     next_tokens = param.List(default=[], doc="the run's top next tokens after the prompt, as (text, probability)")
     stale = param.String(default="", doc="why the views still show the previous run (a refused or failed prompt); "
                                          "empty when they show the prompt in the box")

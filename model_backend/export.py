@@ -35,10 +35,12 @@ def package_version(name: str) -> str | None:
 
 
 def run_metadata(loaded: LoadedModel, run: Run) -> dict:
-    """What a reader of the file needs to reproduce it: model, where it came from, revision, dtype, prompt, BOS,
-    token count, package versions and the time it was written (UTC)."""
+    """What a reader of the file needs to reproduce it: model, where it came from, the revision asked for and the
+    commit it resolved to, dtype and device, prompt, BOS, token count, package versions and the time it was written
+    (UTC)."""
     return {"model": loaded.display_name, "source": loaded.source, "origin": loaded.origin,
-            "revision": getattr(loaded.config, "_commit_hash", None), "dtype": str(loaded.model.dtype),
+            "revision": loaded.revision, "commit": loaded.commit,
+            "dtype": str(loaded.model.dtype).removeprefix("torch."), "device": str(loaded.model.device),
             "prompt": run.prompt, "bos": run.bos, "n_tokens": run.seq_len,
             "packages": {name: package_version(name) for name in RECORDED_PACKAGES},
             "written": datetime.now(timezone.utc).isoformat(timespec="seconds")}

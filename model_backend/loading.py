@@ -39,6 +39,7 @@ class LoadedModel:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     family: Family
+    revision: str | None = None  # the branch, tag or commit asked for (``id@revision``); None: the default
 
     @property
     def config(self):
@@ -62,7 +63,23 @@ class LoadedModel:
 
     @property
     def display_name(self) -> str:
-        return Path(self.source).name if self.origin == "local folder" else self.source
+        """The name pages and links use: a folder's own name, else the source with ``@revision`` if one was asked."""
+        if self.origin == "local folder":
+            return Path(self.source).name
+        return f"{self.source}@{self.revision}" if self.revision else self.source
+
+    @property
+    def compute(self) -> str:
+        """Where and how the model computes, as the page says it: ``float32 on cpu``, ``bfloat16 on cuda:0``."""
+        return f"{str(self.model.dtype).removeprefix('torch.')} on {self.model.device}"
+
+    @property
+    def commit(self) -> str | None:
+        """The commit the weights were read at (the name of their snapshot folder in the HF cache); None for a
+        model that does not come from the Hub."""
+        if self.origin not in ("HF cache", "Hugging Face Hub"):
+            return None
+        return getattr(self.config, "_commit_hash", None) or self.folder.name
 
     @property
     def folder(self) -> Path:
@@ -70,7 +87,7 @@ class LoadedModel:
         read_from = Path(self.model.name_or_path)
         if read_from.is_dir():
             return read_from
-        return Path(try_to_load_from_cache(self.source, "config.json")).parent
+        return Path(try_to_load_from_cache(self.source, "config.json", revision=self.revision)).parent
 
     def module(self, role: str, layer: int | None = None) -> torch.nn.Module | None:
         """The module that plays a role (see ``families``), or None where the family has no such part."""
@@ -201,7 +218,7 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
         raise
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(reference, **hub)
-    loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model))
+    loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model), revision)
     from .load_check import check_family_fits  # here: the probe's capture imports this module
     check_family_fits(loaded)
     return loaded

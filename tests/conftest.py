@@ -151,9 +151,20 @@ def served_app(tiny_gpt2_dir, tmp_path_factory):
     closed page's session, destroyed about 15 s after, calls one)."""
     process, app = serve_app(f"gpt2,{tiny_gpt2_dir}", tmp_path_factory.mktemp("server") / "server.log")
     yield app
+    stop_server(process)
+    assert_served_cleanly(app)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    """Stop a served app with its whole process group."""
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=10)
+
+
+def assert_served_cleanly(app: ServedApp, browser_errors: list[str] = ()) -> None:
+    """No error in the browser, and no Traceback or failed callback in the server's log."""
     log = app.log_without_closed_tab_reports()
+    assert not browser_errors, browser_errors
     assert "Traceback" not in log and "failed with following error" not in log, app.log()
 
 RUN_SECONDS = 30_000  # milliseconds a run may take to show, on two shared cores

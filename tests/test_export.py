@@ -40,7 +40,8 @@ def test_npz_has_exactly_the_contract_keys(loaded, run, tmp_path):
         np.testing.assert_array_equal(archive["logit_lens.top_ids"][-1, :, 0], run.logits.argmax(-1))
         metadata = json.loads(archive["metadata"][0])
     assert metadata["prompt"] == run.prompt and metadata["bos"] is True and metadata["n_tokens"] == run.seq_len
-    assert metadata["source"] == loaded.source and metadata["dtype"] == "torch.float32"
+    assert metadata["source"] == loaded.source and metadata["dtype"] == "float32"
+    assert metadata["device"] == "cpu" and metadata["revision"] is None
     assert metadata["packages"]["torch"] and metadata["packages"]["transformers"] and metadata["written"]
 
 

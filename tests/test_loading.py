@@ -15,10 +15,13 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from conftest import PROMPT
+from hf_revisions import COMMITS, REPO_ID, write_two_revisions
+from huggingface_hub import constants as hub_constants
 from tiny_models import save_tiny_gpt2
 
 from model_backend import (ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError, capture_run,
                            load_model)
+from model_backend.export import run_metadata
 
 
 def test_local_folder_loads_float32_eager_in_eval_mode(gpt2, tiny_gpt2_dir):
@@ -99,3 +102,18 @@ def test_a_hub_id_names_its_revision_after_an_at_sign(monkeypatch):
     load_model("EleutherAI/pythia-160m@step1000")
     assert calls[0][0][:2] == ("EleutherAI/pythia-160m", "EleutherAI/pythia-160m")
     assert calls[0][1]["revision"] == "step1000"
+
+
+def test_two_revisions_load_from_the_hf_cache_under_their_own_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(write_two_revisions(tmp_path / "hub")))
+    main, step = load_model(REPO_ID), load_model(f"{REPO_ID}@step1000")
+    assert (main.display_name, step.display_name) == (REPO_ID, f"{REPO_ID}@step1000")
+    assert (main.commit, step.commit) == (COMMITS["main"], COMMITS["step1000"])
+    assert not torch.equal(main.model.get_output_embeddings().weight, step.model.get_output_embeddings().weight)
+
+
+def test_a_bfloat16_load_says_its_dtype_and_device_in_the_npz_metadata(tiny_llama_dir):
+    loaded = load_model(str(tiny_llama_dir), dtype="bfloat16")
+    metadata = run_metadata(loaded, capture_run(loaded, "The capital of France is"))
+    assert loaded.compute == "bfloat16 on cpu"
+    assert (metadata["dtype"], metadata["device"]) == ("bfloat16", "cpu")

@@ -7,12 +7,10 @@ model here without an edit to this file.
 from __future__ import annotations
 
 import importlib
-import os
-import signal
 from pathlib import Path
 
 import pytest
-from conftest import RUN_SECONDS, serve_app, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, serve_app, stop_server, wait_until_idle
 from family_reference import save_tiny_family_model
 from playwright.sync_api import Page, expect
 from test_page import FIGURES_BY_TAB, PROMPT, n_tokens_of, run_prompt, show_tab
@@ -42,8 +40,5 @@ def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
         wait_until_idle(page)
         page.close()
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-    log = app.log_without_closed_tab_reports()
-    assert not errors, errors
-    assert "Traceback" not in log and "failed with following error" not in log, app.log()
+        stop_server(process)
+    assert_served_cleanly(app, errors)

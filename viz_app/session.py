@@ -17,6 +17,7 @@ from model_backend.tokens import target_token_id
 
 from .analysis import analyse, decoded
 from .background import BackgroundTasks
+from .comparison import NormsComparison
 from .failures import report_failure
 from .lens_reading import (
     LENS_IDLE_POLL_SECONDS,
@@ -65,6 +66,7 @@ class ExplorerSession(TabJobs):
         self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "attribution_target"])
         self.state.param.watch(self.forget_target_results, ["target", "raw_lens", "alpha"])
         self.lessons = LessonGuide(self)
+        self.comparison = NormsComparison(self)
 
     @property
     def available(self) -> list[str]:
@@ -145,7 +147,7 @@ class ExplorerSession(TabJobs):
                 pattern=None, npz_link="", target=state.target if typed_target else analysis.top_prediction,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", stale="", next_tokens=analysis.next_tokens,
-                status=f"{loaded.display_name} ({loaded.origin}) · {run.seq_len} tokens · forward "
+                status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
                        f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
             self.read_lens_ahead(run)
 

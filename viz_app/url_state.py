@@ -17,7 +17,7 @@ from layouts.diagram_parts import could_name_a_part
 from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
 
-URL_KEYS = ("prompt", "model", "bos", "pinned", "layer", "token", "target", "presenter", "lesson")
+URL_KEYS = ("prompt", "model", "compare", "bos", "pinned", "layer", "token", "target", "presenter", "lesson")
 LESSON_STEPS = ExplorerState.param.lesson.bounds[1]
 PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server keeps for the page
 POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
@@ -39,6 +39,13 @@ def read_model(text: str) -> tuple[str, str]:
     """A model's display name as typed; the session accepts it only if it names a model it offers."""
     if len(text) > NAME_MAX_CHARACTERS:
         raise BadUrlValue("the link's model name is too long")
+    return text, ""
+
+
+def read_compared_model(text: str) -> tuple[str, str]:
+    """The model the Norms tab compares with, as typed; the comparison says so if it names no model offered."""
+    if len(text) > NAME_MAX_CHARACTERS:
+        raise BadUrlValue("the link's compared model name is too long")
     return text, ""
 
 
@@ -87,6 +94,7 @@ def read_pinned(text: str) -> tuple[list[str], str]:
 READERS = {
     "prompt": read_prompt,
     "model": read_model,
+    "compare": read_compared_model,
     "bos": lambda text: read_switch(text, "bos"),
     "pinned": read_pinned,
     "layer": lambda text: read_position(text, "block"),
@@ -118,6 +126,7 @@ def url_query(state: ExplorerState) -> str:
     values = {
         "prompt": UrlText.serialize(state.prompt),
         "model": state.model,
+        "compare": state.compare or None,
         "bos": "true" if state.bos else "false",
         "pinned": json.dumps(state.pinned),
         "layer": str(state.layer),

@@ -1,0 +1,66 @@
+"""The Norms tab's comparison: each new run's prompt, or a newly chosen model, runs through the model chosen in
+"compare with" (another loaded model or revision) on the shared model threads, and its norms join the state."""
+
+from __future__ import annotations
+
+import logging
+
+from layouts.norms_comparison import ComparedRun
+from model_backend import LoadedModel, capture_token_ids, detect_sinks
+from model_backend.tokens import encode_prompt
+
+from .failures import failure_message
+from .model_work import in_model_thread
+from .prompt_limits import check_page_token_limit
+
+log = logging.getLogger(__name__)
+
+
+def compared_run(loaded: LoadedModel, prompt: str, bos: bool) -> ComparedRun:
+    """The prompt run through the compared model, within the page's limits, and its sinks (on a model thread)."""
+    token_ids = encode_prompt(loaded, prompt, bos=bos)
+    check_page_token_limit(loaded, len(token_ids))
+    run = capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
+    return ComparedRun(run, detect_sinks(run))
+
+
+class NormsComparison:
+    """Keeps the state's ``comparison`` in step with its run and its ``compare`` choice, for one session."""
+
+    def __init__(self, session):
+        self.session = session
+        self.state = session.state
+        self.state.param.watch(self.offer_the_others, ["model", "model_outcomes"])
+        self.state.param.watch(session.launcher(self.compare), ["run", "compare"])
+
+    def offer_the_others(self, *_events) -> None:
+        """Offer every loaded model but the one in use."""
+        self.state.compare_offered = [name for name in self.session.available if name != self.state.model]
+
+    def chosen_model(self, name: str) -> LoadedModel | None:
+        """The loaded model of that display name, or None where none loaded under it."""
+        return next((o.loaded for o in self.session.outcomes if o.name == name and o.loaded is not None), None)
+
+    async def compare(self) -> None:
+        """Run the state's prompt through the chosen model and publish its run, or say why there is none."""
+        state, publisher = self.state, self.session.publisher
+        name, run = state.compare, state.run
+        if not name or run is None:
+            publisher.update(comparison=None, comparison_note="")
+            return
+        other = self.chosen_model(name)
+        if other is None or name == state.model:
+            why = "is the model in use" if name == state.model else "is not among the models loaded here"
+            publisher.update(comparison=None, comparison_note=f"No comparison: {name} {why}.")
+            return
+        job = self.session.jobs.start("compare", run, wanted=lambda: state.compare == name)
+        async with self.session._work:
+            with self.session.showing(f"Running the prompt through {name} to compare…"):
+                try:
+                    compared = await in_model_thread(compared_run, other, run.prompt, run.bos)
+                except Exception as error:  # noqa: BLE001 - said on the Norms tab, which stays usable
+                    log.warning("the comparison run through %s failed: %r", name, error)
+                    job.publish(comparison=None, comparison_note=f"{name} could not run this prompt for the "
+                                                                 f"comparison: {failure_message(error)}")
+                    return
+        job.publish(comparison=compared, comparison_note="")
