@@ -17,6 +17,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
+from .highlight import bar_boxes, marks_for, show_highlight
 from .style import NARROW, readable_figure
 from .tab_view import TabView
 
@@ -126,7 +127,7 @@ class AttributionView(TabView):
 
     per_head = param.Boolean(default=False, label="one bar per attention head")
 
-    watches = ("run", "attribution", "attribution_position", "attribution_target")
+    watches = ("run", "attribution", "attribution_position", "attribution_target", "highlight")
     own_watches = ("per_head",)
 
     def build(self) -> None:
@@ -158,6 +159,7 @@ class AttributionView(TabView):
                           "color": [KIND_COLORS[k] for k in kinds]}
         self.figure.width = max(NARROW + 120, BAR_PIXELS * len(labels))
         name_bars_on_axis(self.figure, self.per_head)
+        show_highlight(self.figure, bar_boxes(marks_for(self.state, "logit_attribution"), factors, labels, terms))
         self.figure.title.text = (f"Direct logit attribution of {visible_token(attribution.target_token)} at position "
                                   f"{attribution.position} · {run.seq_len} tokens")
         self.check.object = sum_check(attribution, float(terms.sum()))

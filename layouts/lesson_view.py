@@ -52,8 +52,8 @@ class LessonPanel(pn.viewable.Viewer):
 
     def open(self, step: int) -> None:
         """Show step ``step`` (0: end the lessons) with its text emptied in the same change, so the page never
-        shows one step's title over another's text."""
-        self.state.param.update(lesson=step, lesson_text="")
+        shows one step's title over another's text or marks."""
+        self.state.param.update(lesson=step, lesson_text="", highlight={})
 
     def __panel__(self) -> pn.Column:
         return self._layout

@@ -17,6 +17,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
+from .highlight import column_boxes, marks_for, show_highlight, span_boxes
 from .style import (add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, spaced_ticks,
                     token_axis_labels)
 from .tab_view import TabView
@@ -84,7 +85,7 @@ class NormsView(TabView):
     log_scale = param.Boolean(default=False, label="log scale")
     skip_first_in_colors = param.Boolean(default=True, label="leave position 0 out of the colour scale")
 
-    watches = ("run", "sinks")
+    watches = ("run", "sinks", "highlight")
     own_watches = ("skip_first_in_colors",)
 
     def build(self) -> None:
@@ -139,6 +140,9 @@ class NormsView(TabView):
         self.line_colors.high = len(labels) - 1
         self.lines.title.text = f"Residual norm per position, one line per boundary · {n} tokens"
         self.summary.object = sink_summary(run, sinks)
+        show_highlight(self.heatmap, column_boxes(marks_for(self.state, "norms_heatmap"), len(labels)))
+        show_highlight(self.lines, span_boxes(marks_for(self.state, "norms_lines"), float(norms.min()),
+                                              float(norms.max())))
 
     def layout(self):
         return pn.Column(pn.FlexBox(pn.widgets.Checkbox.from_param(self.param.log_scale),

@@ -1,0 +1,101 @@
+"""The lesson's highlight on a figure: outlined boxes around the marks its text talks about, each with a label that
+says what it is ("lesson: the sink"), drawn by Bokeh's own rect and text glyphs so categorical axes work too."""
+
+from __future__ import annotations
+
+from bokeh.models import ColumnDataSource
+
+HIGHLIGHT_COLOR = "#ff4500"
+EMPTY = {"x": [], "y": [], "width": [], "height": [], "label": [], "at": []}
+
+
+def highlight_source(fig) -> ColumnDataSource:
+    """The figure's highlight boxes (renderer ``<figure>_lesson_highlight``), made the first time they are asked."""
+    name = f"{fig.name}_lesson_highlight"
+    renderer = fig.select_one({"name": name})
+    if renderer is not None:
+        return renderer.data_source
+    source = ColumnDataSource(dict(EMPTY), name=f"{name}_data")
+    fig.rect("x", "y", "width", "height", source=source, name=name, fill_alpha=0, line_color=HIGHLIGHT_COLOR,
+             line_width=4, line_dash="dashed")
+    fig.text("x", "y", text="label", source=source, name=f"{name}_label", text_align="center",
+             text_baseline="middle", text_font_size="15px", text_font_style="bold", text_color=HIGHLIGHT_COLOR,
+             background_fill_color="white", background_fill_alpha=0.85)
+    return source
+
+
+def show_highlight(fig, boxes: list[dict]) -> None:
+    """Outline ``boxes`` (each: x, y, width, height in the figure's data coordinates, a label, and ``at``, the
+    index the lesson marked) on ``fig``; no boxes clears the highlight, and a figure never highlighted stays bare."""
+    if not boxes and fig.select_one({"name": f"{fig.name}_lesson_highlight"}) is None:
+        return
+    data = {key: [box[key] for box in boxes] for key in EMPTY}
+    source = highlight_source(fig)
+    if data != source.data:
+        source.data = data
+
+
+def marks_for(state, figure_name: str) -> list[dict]:
+    """The lesson's marks on one figure: each a dict with ``at`` (what it points at) and ``label``."""
+    return state.highlight.get(figure_name, [])
+
+
+def box(x, y, width, height, label: str, at) -> dict:
+    return {"x": x, "y": y, "width": width, "height": height, "label": label, "at": at}
+
+
+def column_boxes(marks: list[dict], n_rows: int, positions=None) -> list[dict]:
+    """A whole column of a grid with ``n_rows`` unit rows per mark; ``positions``: the position each column shows
+    (a mark on a position not shown is left out)."""
+    columns = list(positions) if positions is not None else None
+    return [box(m["at"] if columns is None else columns.index(m["at"]), (n_rows - 1) / 2, 1, n_rows, m["label"],
+                m["at"]) for m in marks if columns is None or m["at"] in columns]
+
+
+def row_and_column_boxes(marks: list[dict], positions) -> list[dict]:
+    """A square matrix's row and column of each marked position (labelled once, on the column)."""
+    n, boxes = len(positions), []
+    for m in column_boxes(marks, len(positions), positions):
+        boxes += [m, box((n - 1) / 2, m["x"], n, 1, "", m["at"])]
+    return boxes
+
+
+def span_boxes(marks: list[dict], low: float, high: float, width: float = 0.6) -> list[dict]:
+    """A band at each marked position from ``low`` to ``high`` (a line plot's y extent)."""
+    return [box(m["at"], (low + high) / 2, width, high - low, m["label"], m["at"]) for m in marks]
+
+
+def first_row_boxes(marks: list[dict], position: int, n_columns: int) -> list[dict]:
+    """Row 0 of a square matrix, when the matrix is of the marked position."""
+    return [box((n_columns - 1) / 2, 0, n_columns, 1, m["label"], m["at"]) for m in marks if m["at"] == position]
+
+
+def lens_boxes(marks: list[dict], row_labels: list[str], seq_len: int) -> list[dict]:
+    """Lens marks (row, position): one cell, or with no position the whole row."""
+    boxes = []
+    for m in marks:
+        row, position = m["at"]
+        if position is None:
+            boxes.append(box((seq_len - 1) / 2, row_labels[row], seq_len, 0.9, m["label"], list(m["at"])))
+        else:
+            boxes.append(box(position, row_labels[row], 0.9, 0.9, m["label"], list(m["at"])))
+    return boxes
+
+
+def bar_boxes(marks: list[dict], factors: list, labels: list[str], terms) -> list[dict]:
+    """Each marked bar (by its value's name) from 0 to its term; a bar not shown (another split) is left out."""
+    index = {label: i for i, label in enumerate(labels)}
+    return [box(factors[index[m["at"]]], float(terms[index[m["at"]]]) / 2, 0.95,
+                abs(float(terms[index[m["at"]]])) or 1e-6, m["label"], m["at"]) for m in marks if m["at"] in index]
+
+
+def point_boxes(marks: list[dict], ys, height: float) -> list[dict]:
+    """A box ``height`` tall around each marked point (x: its index) drawn so far."""
+    return [box(m["at"], float(ys[m["at"]]), 0.8, height, m["label"], m["at"]) for m in marks if m["at"] < len(ys)]
+
+
+def part_boxes(marks: list[dict], parts: dict) -> list[dict]:
+    """The marked diagram parts (by id), a little larger than their boxes."""
+    ids = list(parts["part"])
+    return [box(parts["x"][i], parts["y"][i], parts["width"][i] + 0.25, parts["height"][i] + 0.25, m["label"],
+                m["at"]) for m in marks if m["at"] in ids for i in [ids.index(m["at"])]]
