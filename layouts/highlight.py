@@ -3,36 +3,72 @@ says what it is ("lesson: the sink"), drawn by Bokeh's own rect and text glyphs 
 
 from __future__ import annotations
 
-from bokeh.models import ColumnDataSource
+from bokeh.models import ColumnDataSource, CustomJS
 
 HIGHLIGHT_COLOR = "#ff4500"
-EMPTY = {"x": [], "y": [], "width": [], "height": [], "label": [], "at": []}
+# Scrolls the page's main area so that the figure's first labelled mark sits in the middle of what the lesson
+# panel (kept on screen above the tabs) leaves visible; retried until the figure is drawn with the new marks.
+BRING_INTO_VIEW = """
+const labelled = source.data.label.findIndex(label => label);
+if (labelled < 0) return;
+const scroll = tries => {
+    const view = Bokeh.index.query_one(v => v.model === fig);
+    const glyph = view && view.has_finished() ? view.views.get_one(renderer).glyph : null;
+    if (!glyph || glyph.sy == null || glyph.sy.length <= labelled || !view.el.isConnected) {
+        if (tries > 0) setTimeout(() => scroll(tries - 1), 150);
+        return;
+    }
+    const main = document.getElementById("main"), panel = document.querySelector(".lesson-area");
+    const top = panel ? panel.getBoundingClientRect().bottom : 0;
+    const y = view.canvas_view.el.getBoundingClientRect().top + glyph.sy[labelled];
+    if (main && (y < top + 40 || y > window.innerHeight - 40))
+        main.scrollBy({top: y - (top + window.innerHeight) / 2});
+};
+setTimeout(() => scroll(20), 50);
+"""
+EMPTY = {"x": [], "y": [], "width": [], "height": [], "label": [], "at": [], "label_x": [], "align": []}
 
 
-def highlight_source(fig) -> ColumnDataSource:
-    """The figure's highlight boxes (renderer ``<figure>_lesson_highlight``), made the first time they are asked."""
+def highlight_source(fig, scroll_to: bool) -> ColumnDataSource:
+    """The figure's highlight boxes (renderer ``<figure>_lesson_highlight``), made the first time they are asked;
+    ``scroll_to``: new marks scroll the page to show them."""
     name = f"{fig.name}_lesson_highlight"
     renderer = fig.select_one({"name": name})
     if renderer is not None:
         return renderer.data_source
     source = ColumnDataSource(dict(EMPTY), name=f"{name}_data")
-    fig.rect("x", "y", "width", "height", source=source, name=name, fill_alpha=0, line_color=HIGHLIGHT_COLOR,
-             line_width=4, line_dash="dashed")
-    fig.text("x", "y", text="label", source=source, name=f"{name}_label", text_align="center",
+    boxes = fig.rect("x", "y", "width", "height", source=source, name=name, fill_alpha=0,
+                     line_color=HIGHLIGHT_COLOR, line_width=4, line_dash="dashed")
+    fig.text("label_x", "y", text="label", source=source, name=f"{name}_label", text_align="align",
              text_baseline="middle", text_font_size="15px", text_font_style="bold", text_color=HIGHLIGHT_COLOR,
              background_fill_color="white", background_fill_alpha=0.85)
+    if scroll_to:
+        source.js_on_change("data", CustomJS(args={"source": source, "fig": fig, "renderer": boxes},
+                                             code=BRING_INTO_VIEW))
     return source
 
 
-def show_highlight(fig, boxes: list[dict]) -> None:
+def show_highlight(fig, boxes: list[dict], *, scroll_to: bool = True, middle: float | None = None) -> None:
     """Outline ``boxes`` (each: x, y, width, height in the figure's data coordinates, a label, and ``at``, the
-    index the lesson marked) on ``fig``; no boxes clears the highlight, and a figure never highlighted stays bare."""
+    index the lesson marked) on ``fig``, scrolled into view unless ``scroll_to`` is false (a step's second figure);
+    no boxes clears the highlight, and a figure never highlighted stays bare. With ``middle`` (the x axis's centre)
+    a label runs from its box's edge towards the centre, so the frame never cuts it."""
     if not boxes and fig.select_one({"name": f"{fig.name}_lesson_highlight"}) is None:
         return
+    boxes = [{**box, **label_place(box, middle)} for box in boxes]
     data = {key: [box[key] for box in boxes] for key in EMPTY}
-    source = highlight_source(fig)
+    source = highlight_source(fig, scroll_to)
     if data != source.data:
         source.data = data
+
+
+def label_place(box: dict, middle: float | None) -> dict:
+    """Where a box's label starts: centred on it, or from the edge nearer the axis's ends towards ``middle``."""
+    if middle is None:
+        return {"label_x": box["x"], "align": "center"}
+    if box["x"] <= middle:
+        return {"label_x": box["x"] - box["width"] / 2, "align": "left"}
+    return {"label_x": box["x"] + box["width"] / 2, "align": "right"}
 
 
 def marks_for(state, figure_name: str) -> list[dict]:

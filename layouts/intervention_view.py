@@ -70,7 +70,7 @@ class InterventionView(TabView):
         low, high = log_prob_range(sweep.scaled_logprobs, sweep.clean_logprob)
         self.fig.y_range.update(start=low, end=high)
         show_highlight(self.fig, point_boxes(marks_for(self.state, "intervention"), sweep.scaled_logprobs,
-                                             (high - low) / 8))
+                                             (high - low) / 8), middle=(run.n_layers - 1) / 2)
         show_ticks(self.fig.xaxis, range(run.n_layers))
         self.fig.x_range.update(start=-0.5, end=run.n_layers - 0.5)
         progress = "" if done == run.n_layers else f" · {done} of {run.n_layers} blocks so far"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lesson_text import LessonInputs, row_name
+from .lesson_text import LessonInputs, last_position_ranks, row_name, scaling_changes
 
 
 def mark(at, label: str) -> dict:
@@ -41,16 +41,15 @@ def cosine_marks(inputs: LessonInputs) -> dict:
 
 def lens_marks(inputs: LessonInputs) -> dict:
     """Lesson 4: the cell where the target first becomes top-1 at the last position, and the last row (the output)."""
-    lens, last = inputs.lens, inputs.run.seq_len - 1
-    if lens is None or lens.target_ranks is None or last not in lens.positions:
+    read = last_position_ranks(inputs)
+    if read is None:
         return {}
-    ranks = lens.target_ranks[:, int(np.flatnonzero(lens.positions == last)[0])]
-    output = mark((lens.n_rows - 1, None), "lesson: the last row = the output")
-    on_top = np.flatnonzero(ranks == 1)
+    output = mark((inputs.lens.n_rows - 1, None), "lesson: the last row = the output")
+    on_top = np.flatnonzero(read[0] == 1)
     if not on_top.size:
         return {"logit_lens": [output]}
     first = int(on_top[0])
-    return {"logit_lens": [mark((first, last), f"lesson: first top-1 ({row_name(first)})"), output]}
+    return {"logit_lens": [mark((first, inputs.run.seq_len - 1), f"lesson: first top-1 ({row_name(first)})"), output]}
 
 
 def attribution_marks(inputs: LessonInputs) -> dict:
@@ -67,8 +66,7 @@ def intervention_marks(inputs: LessonInputs) -> dict:
     sweep, n_layers = inputs.sweep, inputs.run.n_layers
     if sweep is None or len(sweep.scaled_logprobs) < n_layers:
         return {}
-    changes = sweep.scaled_logprobs - sweep.clean_logprob
-    most = int(np.argmax(np.abs(changes[:-1]))) if n_layers > 1 else 0
+    most = scaling_changes(sweep, n_layers)[1]
     return {"intervention": [mark(most, f"lesson: block {most}, moves it most"),
                              mark(n_layers - 1, "lesson: last block, no change")]}
 

@@ -48,7 +48,7 @@ class LessonPanel(pn.viewable.Viewer):
             start,
             pn.Column(pn.Row(heading, back, forward, end, sizing_mode="stretch_width"), body,
                       visible=on, css_classes=["lesson-panel"], sizing_mode="stretch_width"),
-            sizing_mode="stretch_width")
+            sizing_mode="stretch_width", css_classes=on.rx.where(["lesson-area"], []))
 
     def open(self, step: int) -> None:
         """Show step ``step`` (0: end the lessons) with its text emptied in the same change, so the page never

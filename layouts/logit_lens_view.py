@@ -156,7 +156,8 @@ class LogitLensView(TabView):
             self.state.param.trigger("lens_requested")
             return
         self.show_grid(run, lens, lens_tokens)
-        show_highlight(self.grid, lens_boxes(marks_for(self.state, "logit_lens"), lens.row_labels, run.seq_len))
+        show_highlight(self.grid, lens_boxes(marks_for(self.state, "logit_lens"), lens.row_labels, run.seq_len),
+                       middle=sum(shown_positions(self.grid.x_range.start, self.grid.x_range.end, run.seq_len)) / 2)
         self.check.object = readout_check(lens, run.seq_len)
         self.show_target(run, lens)
 

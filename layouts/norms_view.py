@@ -140,9 +140,10 @@ class NormsView(TabView):
         self.line_colors.high = len(labels) - 1
         self.lines.title.text = f"Residual norm per position, one line per boundary · {n} tokens"
         self.summary.object = sink_summary(run, sinks)
-        show_highlight(self.heatmap, column_boxes(marks_for(self.state, "norms_heatmap"), len(labels)))
+        show_highlight(self.heatmap, column_boxes(marks_for(self.state, "norms_heatmap"), len(labels)),
+                       middle=(n - 1) / 2)
         show_highlight(self.lines, span_boxes(marks_for(self.state, "norms_lines"), float(norms.min()),
-                                              float(norms.max())))
+                                              float(norms.max())), scroll_to=False, middle=(n - 1) / 2)
 
     def layout(self):
         return pn.Column(pn.FlexBox(pn.widgets.Checkbox.from_param(self.param.log_scale),

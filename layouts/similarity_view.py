@@ -114,14 +114,14 @@ class SimilarityView(TabView):
         show_square(self.across, self.across_image, matrix, labels,
                     f"Token {position} across boundaries · {run.seq_len} tokens")
         show_highlight(self.across, first_row_boxes(marks_for(self.state, "similarity_across_layers"), position,
-                                                    len(labels)))
+                                                    len(labels)), scroll_to=False, middle=(len(labels) - 1) / 2)
         layer = min(self.state.layer, run.n_layers - 1)
         positions, matrix = tokens_within_layer(run, full_name("layer_output", layer), center=self.center,
                                                 skip_first=self.skip_first)
         show_square(self.within, self.within_image, matrix, position_labels(run, positions),
                     f"Tokens at block {layer}'s output · {run.seq_len} tokens")
         show_highlight(self.within, row_and_column_boxes(marks_for(self.state, "similarity_within_layer"),
-                                                         list(positions)))
+                                                         list(positions)), middle=(len(positions) - 1) / 2)
         self.show_laminar(run)
 
     def show_laminar(self, run: Run) -> None:
