@@ -55,7 +55,7 @@ def show_highlight(fig, boxes: list[dict], *, scroll_to: bool = True, middle: fl
     a label runs from its box's edge towards the centre, so the frame never cuts it."""
     if not boxes and fig.select_one({"name": f"{fig.name}_lesson_highlight"}) is None:
         return
-    boxes = [{**box, **label_place(box, middle)} for box in boxes]
+    boxes = [{**label_place(box, middle), **box} for box in boxes]
     data = {key: [box[key] for box in boxes] for key in EMPTY}
     source = highlight_source(fig, scroll_to)
     if data != source.data:
@@ -131,7 +131,12 @@ def point_boxes(marks: list[dict], ys, height: float) -> list[dict]:
 
 
 def part_boxes(marks: list[dict], parts: dict) -> list[dict]:
-    """The marked diagram parts (by id), a little larger than their boxes."""
-    ids = list(parts["part"])
-    return [box(parts["x"][i], parts["y"][i], parts["width"][i] + 0.25, parts["height"][i] + 0.25, m["label"],
-                m["at"]) for m in marks if m["at"] in ids for i in [ids.index(m["at"])]]
+    """The marked diagram parts (by id), a little larger than their boxes, labelled to their right (a label on the
+    box would hide its name)."""
+    ids, boxes = list(parts["part"]), []
+    for m in (m for m in marks if m["at"] in ids):
+        i = ids.index(m["at"])
+        outline = box(parts["x"][i], parts["y"][i], parts["width"][i] + 0.25, parts["height"][i] + 0.25, m["label"],
+                      m["at"])
+        boxes.append({**outline, "label_x": parts["x"][i] + outline["width"] / 2 + 0.05, "align": "left"})
+    return boxes

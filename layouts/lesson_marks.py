@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lesson_text import LessonInputs, last_position_ranks, row_name, scaling_changes
+from .lesson_text import LessonInputs, last_position_ranks, scaling_changes
 
 
 def mark(at, label: str) -> dict:
@@ -15,7 +15,7 @@ def mark(at, label: str) -> dict:
 
 def block_marks(inputs: LessonInputs) -> dict:
     """Lesson 1: the open block, whose card the step pins."""
-    return {"block_diagram": [mark(f"block.{inputs.layer}", f"lesson: block {inputs.layer}, pinned")]}
+    return {"block_diagram": [mark(f"block.{inputs.layer}", "lesson: pinned")]}
 
 
 def sink_position(inputs: LessonInputs) -> tuple[int, str]:
@@ -36,7 +36,7 @@ def cosine_marks(inputs: LessonInputs) -> dict:
     the boundaries (the cells the text quotes)."""
     last = inputs.run.seq_len - 1
     return {"similarity_within_layer": [mark(0, "lesson: position 0")],
-            "similarity_across_layers": [mark(last, f"lesson: token {last}'s embedding vs each boundary")]}
+            "similarity_across_layers": [mark(last, "lesson: its embedding vs each block")]}
 
 
 def lens_marks(inputs: LessonInputs) -> dict:
@@ -44,12 +44,12 @@ def lens_marks(inputs: LessonInputs) -> dict:
     read = last_position_ranks(inputs)
     if read is None:
         return {}
-    output = mark((inputs.lens.n_rows - 1, None), "lesson: the last row = the output")
+    output = mark((inputs.lens.n_rows - 1, None), "lesson: output row")
     on_top = np.flatnonzero(read[0] == 1)
     if not on_top.size:
         return {"logit_lens": [output]}
     first = int(on_top[0])
-    return {"logit_lens": [mark((first, inputs.run.seq_len - 1), f"lesson: first top-1 ({row_name(first)})"), output]}
+    return {"logit_lens": [mark((first, inputs.run.seq_len - 1), "lesson: first top-1"), output]}
 
 
 def attribution_marks(inputs: LessonInputs) -> dict:
