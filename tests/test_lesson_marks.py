@@ -4,6 +4,8 @@ outlined, labelled overlay."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import panel as pn
 import pytest
@@ -68,6 +70,10 @@ def test_step_4_marks_the_first_block_where_the_lens_top_1_is_the_target_and_the
     first = int(np.argmax(top_is_target))
     assert top_is_target[first] and top_is_target[-1]  # the output row's top is the target: the model's prediction
     assert marked(4, inputs, "logit_lens") == [(first, last), (lens.n_rows - 1, None)]
+    ranks = np.ones_like(lens.target_ranks)  # the answer on top from row 1, lost at row 2, back from row 3 on
+    ranks[[0, 2], last] = 7
+    early = LessonInputs(**{**inputs.__dict__, "lens": dataclasses.replace(lens, target_ranks=ranks)})
+    assert marked(4, early, "logit_lens") == [(1, last), (lens.n_rows - 1, None)]
 
 
 def test_step_5_marks_the_largest_attribution_bars(results):
