@@ -7,7 +7,8 @@ from bokeh.models import ColumnDataSource, CustomJS
 
 HIGHLIGHT_COLOR = "#ff4500"
 # Scrolls the page's main area so that the figure's first labelled mark sits in the middle of what the lesson
-# panel (kept on screen above the tabs) leaves visible; retried until the figure is drawn with the new marks.
+# panel (kept on screen above the tabs) leaves visible, and a sideways-scrolling figure (the attribution's many bars)
+# to the mark; retried until the figure is drawn with the new marks.
 BRING_INTO_VIEW = """
 const labelled = source.data.label.findIndex(label => label);
 if (labelled < 0) return;
@@ -18,9 +19,19 @@ const scroll = tries => {
         if (tries > 0) setTimeout(() => scroll(tries - 1), 150);
         return;
     }
+    const canvas = view.canvas_view.el.getBoundingClientRect(), x = canvas.left + glyph.sx[labelled];
+    for (let el = view.el; el && el.id !== "main"; el = el.parentNode instanceof ShadowRoot ? el.parentNode.host
+                                                                                           : el.parentNode) {
+        if (el instanceof Element && /auto|scroll/.test(getComputedStyle(el).overflowX)
+            && el.scrollWidth > el.clientWidth) {
+            const box = el.getBoundingClientRect();
+            el.scrollLeft += x - (box.left + box.width / 2);
+            break;
+        }
+    }
     const main = document.getElementById("main"), panel = document.querySelector(".lesson-area");
     const top = panel ? panel.getBoundingClientRect().bottom : 0;
-    const y = view.canvas_view.el.getBoundingClientRect().top + glyph.sy[labelled];
+    const y = canvas.top + glyph.sy[labelled];
     if (main && (y < top + 40 || y > window.innerHeight - 40))
         main.scrollBy({top: y - (top + window.innerHeight) / 2});
 };
