@@ -37,7 +37,7 @@ const scroll = tries => {
 };
 setTimeout(() => scroll(20), 50);
 """
-EMPTY = {"x": [], "y": [], "width": [], "height": [], "label": [], "at": [], "label_x": [], "align": []}
+EMPTY = {"x": [], "y": [], "width": [], "height": [], "label": [], "at": [], "label_x": [], "label_y": [], "align": []}
 
 
 def highlight_source(fig, scroll_to: bool) -> ColumnDataSource:
@@ -50,7 +50,7 @@ def highlight_source(fig, scroll_to: bool) -> ColumnDataSource:
     source = ColumnDataSource(dict(EMPTY), name=f"{name}_data")
     boxes = fig.rect("x", "y", "width", "height", source=source, name=name, fill_alpha=0,
                      line_color=HIGHLIGHT_COLOR, line_width=4, line_dash="dashed")
-    fig.text("label_x", "y", text="label", source=source, name=f"{name}_label", text_align="align",
+    fig.text("label_x", "label_y", text="label", source=source, name=f"{name}_label", text_align="align",
              text_baseline="middle", text_font_size="15px", text_font_style="bold", text_color=HIGHLIGHT_COLOR,
              background_fill_color="white", background_fill_alpha=0.85)
     if scroll_to:
@@ -76,10 +76,10 @@ def show_highlight(fig, boxes: list[dict], *, scroll_to: bool = True, middle: fl
 def label_place(box: dict, middle: float | None) -> dict:
     """Where a box's label starts: centred on it, or from the edge nearer the axis's ends towards ``middle``."""
     if middle is None:
-        return {"label_x": box["x"], "align": "center"}
+        return {"label_x": box["x"], "label_y": box["y"], "align": "center"}
     if box["x"] <= middle:
-        return {"label_x": box["x"] - box["width"] / 2, "align": "left"}
-    return {"label_x": box["x"] + box["width"] / 2, "align": "right"}
+        return {"label_x": box["x"] - box["width"] / 2, "label_y": box["y"], "align": "left"}
+    return {"label_x": box["x"] + box["width"] / 2, "label_y": box["y"], "align": "right"}
 
 
 def marks_for(state, figure_name: str) -> list[dict]:
@@ -130,10 +130,15 @@ def lens_boxes(marks: list[dict], row_labels: list[str], seq_len: int) -> list[d
 
 
 def bar_boxes(marks: list[dict], factors: list, labels: list[str], terms) -> list[dict]:
-    """Each marked bar (by its value's name) from 0 to its term; a bar not shown (another split) is left out."""
-    index = {label: i for i, label in enumerate(labels)}
-    return [box(factors[index[m["at"]]], float(terms[index[m["at"]]]) / 2, 0.95,
-                abs(float(terms[index[m["at"]]])) or 1e-6, m["label"], m["at"]) for m in marks if m["at"] in index]
+    """Each marked bar (by its value's name) from 0 to its term, its label running from the bar towards the chart's
+    centre; a bar not shown (another split) is left out."""
+    index, boxes = {label: i for i, label in enumerate(labels)}, []
+    for m in (m for m in marks if m["at"] in index):
+        i = index[m["at"]]
+        term = float(terms[i])
+        boxes.append({**box(factors[i], term / 2, 0.95, abs(term) or 1e-6, m["label"], m["at"]),
+                      "label_x": factors[i], "label_y": term / 2, "align": "left" if i < len(labels) / 2 else "right"})
+    return boxes
 
 
 def point_boxes(marks: list[dict], ys, height: float) -> list[dict]:
@@ -142,12 +147,13 @@ def point_boxes(marks: list[dict], ys, height: float) -> list[dict]:
 
 
 def part_boxes(marks: list[dict], parts: dict) -> list[dict]:
-    """The marked diagram parts (by id), a little larger than their boxes, labelled to their right (a label on the
-    box would hide its name)."""
+    """The marked diagram parts (by id), a little larger than their boxes, labelled to their right one row up (on
+    the box it would hide its name, level with it the open block's title)."""
     ids, boxes = list(parts["part"]), []
     for m in (m for m in marks if m["at"] in ids):
         i = ids.index(m["at"])
         outline = box(parts["x"][i], parts["y"][i], parts["width"][i] + 0.25, parts["height"][i] + 0.25, m["label"],
                       m["at"])
-        boxes.append({**outline, "label_x": parts["x"][i] + outline["width"] / 2 + 0.05, "align": "left"})
+        boxes.append({**outline, "label_x": parts["x"][i] + outline["width"] / 2 + 0.05,
+                      "label_y": parts["y"][i] + 0.8, "align": "left"})
     return boxes
