@@ -77,9 +77,10 @@ def label_place(box: dict, middle: float | None) -> dict:
     """Where a box's label starts: centred on it, or from the edge nearer the axis's ends towards ``middle``."""
     if middle is None:
         return {"label_x": box["x"], "label_y": box["y"], "align": "center"}
+    inset = box["width"] / 2 - min(box["width"], 1) * 0.08  # clear of the frame's edge, which clips text
     if box["x"] <= middle:
-        return {"label_x": box["x"] - box["width"] / 2, "label_y": box["y"], "align": "left"}
-    return {"label_x": box["x"] + box["width"] / 2, "label_y": box["y"], "align": "right"}
+        return {"label_x": box["x"] - inset, "label_y": box["y"], "align": "left"}
+    return {"label_x": box["x"] + inset, "label_y": box["y"], "align": "right"}
 
 
 def marks_for(state, figure_name: str) -> list[dict]:
