@@ -18,6 +18,7 @@ from model_backend.tokens import visible_token
 
 from .attribution_axis import EMB_X, bar_places, block_ticker
 from .downloads import csv_download
+from .highlight import bar_boxes, marks_for, show_highlight
 from .style import readable_figure
 from .tab_view import TabView
 
@@ -113,7 +114,7 @@ class AttributionView(TabView):
 
     per_head = param.Boolean(default=False, label="one bar per attention head")
 
-    watches = ("run", "attribution", "attribution_position", "attribution_target")
+    watches = ("run", "attribution", "attribution_position", "attribution_target", "highlight")
     own_watches = ("per_head",)
 
     def build(self) -> None:
@@ -149,6 +150,7 @@ class AttributionView(TabView):
         self.figure.xaxis.ticker = block_ticker(run.n_layers, PLOT_PIXELS, FINAL_NORM_BIAS in labels)
         self.figure.xaxis.major_label_overrides = {EMB_X: "emb", run.n_layers: "norm"}
         name_bars_on_axis(self.figure, self.per_head)
+        show_highlight(self.figure, bar_boxes(marks_for(self.state, "logit_attribution"), xs, widths, labels, terms))
         self.figure.title.text = (f"Direct logit attribution of {visible_token(attribution.target_token)} at position "
                                   f"{attribution.position} · {run.seq_len} tokens")
         self.check.object = sum_check(attribution, float(terms.sum()))

@@ -9,6 +9,7 @@ from model_backend.part_descriptions import part_descriptions
 from .block_diagram import block_diagram, edge_widths
 from .cards import PartCard
 from .diagram_parts import parse_part_id
+from .highlight import marks_for, part_boxes, show_highlight
 from .tab_view import TabView
 
 
@@ -18,7 +19,7 @@ class DiagramView(TabView):
     The figure is drawn again only when the model or the open block changes; pins and runs update it in place.
     """
 
-    watches = ("run", "sinks", "layer", "pinned", "family")
+    watches = ("run", "sinks", "layer", "pinned", "family", "highlight")
 
     def build(self) -> None:
         self.diagram = pn.pane.Bokeh()
@@ -54,6 +55,7 @@ class DiagramView(TabView):
             edges = edge_widths(self.parts.data["part"], self.state.pinned, layer)
             if edges != list(self.parts.data["edge"]):
                 self.parts.patch({"edge": [(slice(None), edges)]})
+        show_highlight(self.diagram.object, part_boxes(marks_for(self.state, "block_diagram"), self.parts.data))
         self.show_cards(run)
         self.hint.object = "" if self.cards else "Click a box in the diagram to pin its card here."
 

@@ -9,6 +9,7 @@ from bokeh.models import ColumnDataSource, Title
 
 from model_backend.tokens import visible_token
 
+from .highlight import marks_for, point_boxes, show_highlight
 from .style import readable_figure, show_ticks
 from .tab_view import TabView
 
@@ -47,7 +48,7 @@ def log_prob_range(points: np.ndarray, clean: float) -> tuple[float, float]:
 class InterventionView(TabView):
     """Target and α inputs, a button that asks for the sweep, its progress, and the plot filling in."""
 
-    watches = ("run", "sweep")
+    watches = ("run", "sweep", "highlight")
 
     def build(self) -> None:
         self.fig, self.points, self.clean = sweep_plot()
@@ -66,8 +67,10 @@ class InterventionView(TabView):
         done = len(sweep.scaled_logprobs)
         self.points.data = {"x": np.arange(done), "y": sweep.scaled_logprobs}
         self.clean.data = {"x": [-0.5, run.n_layers - 0.5], "y": [sweep.clean_logprob] * 2}
-        self.fig.y_range.update(**dict(zip(("start", "end"), log_prob_range(sweep.scaled_logprobs,
-                                                                              sweep.clean_logprob))))
+        low, high = log_prob_range(sweep.scaled_logprobs, sweep.clean_logprob)
+        self.fig.y_range.update(start=low, end=high)
+        show_highlight(self.fig, point_boxes(marks_for(self.state, "intervention"), sweep.scaled_logprobs,
+                                             (high - low) / 8), middle=(run.n_layers - 1) / 2)
         show_ticks(self.fig.xaxis, range(run.n_layers))
         self.fig.x_range.update(start=-0.5, end=run.n_layers - 0.5)
         progress = "" if done == run.n_layers else f" · {done} of {run.n_layers} so far"

@@ -148,15 +148,22 @@ def cosine_lesson(inputs: LessonInputs) -> str:
     return drift + paragraphs(apart + why)
 
 
+def last_position_ranks(inputs: LessonInputs) -> tuple[np.ndarray, np.ndarray] | None:
+    """The target's rank and probability in every lens row at the last token; None until that column is read."""
+    lens, last = inputs.lens, inputs.run.seq_len - 1
+    if lens is None or lens.target_ranks is None or last not in lens.positions:
+        return None
+    column = int(np.flatnonzero(lens.positions == last)[0])
+    return lens.target_ranks[:, column], lens.target_probs[:, column]
+
+
 def lens_lesson(inputs: LessonInputs) -> str:
     """Lesson 4: each block read through the final norm and unembedding, the last row exactly the logits, and the
     block where the target first comes out on top."""
-    lens, run = inputs.lens, inputs.run
-    last = run.seq_len - 1
-    if lens is None or lens.target_ranks is None or last not in lens.positions:
+    lens, read = inputs.lens, last_position_ranks(inputs)
+    if read is None:
         return paragraphs("Reading the logit lens…")
-    column = int(np.flatnonzero(lens.positions == last)[0])
-    ranks, probabilities = lens.target_ranks[:, column], lens.target_probs[:, column]
+    ranks, probabilities = read
     target = shown(inputs.target)
     reading = ("Each row reads the stream after one block through the model's own final norm and lm_head, as if "
                f"the model stopped there. The last row <i>is</i> the model's output: it matches the logits to "
@@ -204,7 +211,7 @@ def attribution_lesson(inputs: LessonInputs) -> str:
     if attribution is None:
         return paragraphs("Attributing the logit…")
     labels, terms = attribution.bars()
-    order = np.argsort(terms)
+    order = np.argsort(terms)  # the largest three are the ones lesson 5 highlights
     largest = ", ".join(f"{writer_name(labels[i])} (<b>{terms[i]:+.2f}</b>)" for i in order[::-1][:3])
     layer, head = np.unravel_index(np.argmax(attribution.head_contributions), attribution.head_contributions.shape)
     total = float(terms.sum())
@@ -219,6 +226,13 @@ def attribution_lesson(inputs: LessonInputs) -> str:
         f"<b>{abs(total - attribution.logit):.1e}</b>.")
 
 
+def scaling_changes(sweep: ScalingSweep, n_layers: int) -> tuple[np.ndarray, int]:
+    """Each block's change of the target's log-probability when scaled, and the block (last left out) that moves
+    it most."""
+    changes = sweep.scaled_logprobs - sweep.clean_logprob
+    return changes, int(np.argmax(np.abs(changes[:-1]))) if n_layers > 1 else 0
+
+
 def intervention_lesson(inputs: LessonInputs) -> str:
     """Lesson 6: the target's log-probability with each block's output scaled, and why the last block's scale
     changes nothing."""
@@ -226,8 +240,7 @@ def intervention_lesson(inputs: LessonInputs) -> str:
     if sweep is None or len(sweep.scaled_logprobs) < run.n_layers:
         done = 0 if sweep is None else len(sweep.scaled_logprobs)
         return paragraphs(f"Scaling each block in turn… {done} of {run.n_layers} blocks so far.")
-    changes = sweep.scaled_logprobs - sweep.clean_logprob
-    most = int(np.argmax(np.abs(changes[:-1]))) if run.n_layers > 1 else 0
+    changes, most = scaling_changes(sweep, run.n_layers)
     target = shown(inputs.target)
     return paragraphs(
         f"Each point reruns the prompt with one block's output multiplied by <b>{sweep.alpha:g}</b>. With nothing "

@@ -48,12 +48,12 @@ class LessonPanel(pn.viewable.Viewer):
             start,
             pn.Column(pn.Row(heading, back, forward, end, sizing_mode="stretch_width"), body,
                       visible=on, css_classes=["lesson-panel"], sizing_mode="stretch_width"),
-            sizing_mode="stretch_width")
+            sizing_mode="stretch_width", css_classes=on.rx.where(["lesson-area"], []))
 
     def open(self, step: int) -> None:
         """Show step ``step`` (0: end the lessons) with its text emptied in the same change, so the page never
-        shows one step's title over another's text."""
-        self.state.param.update(lesson=step, lesson_text="")
+        shows one step's title over another's text or marks."""
+        self.state.param.update(lesson=step, lesson_text="", highlight={})
 
     def __panel__(self) -> pn.Column:
         return self._layout

@@ -18,6 +18,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
+from .highlight import lens_boxes, marks_for, show_highlight
 from .style import add_color_bar, readable_figure, show_ticks, token_axis_labels
 from .tab_view import TabView
 
@@ -119,7 +120,7 @@ def lens_table(run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> pd.DataFra
 class LogitLensView(TabView):
     """Grid, readout check, target plots and a raw-lens switch for the state's lens, updated as positions are read."""
 
-    watches = ("run", "lens", "lens_tokens")
+    watches = ("run", "lens", "lens_tokens", "highlight")
 
     def build(self) -> None:
         self.grid, self.cells = lens_grid()
@@ -155,6 +156,8 @@ class LogitLensView(TabView):
             self.state.param.trigger("lens_requested")
             return
         self.show_grid(run, lens, lens_tokens)
+        show_highlight(self.grid, lens_boxes(marks_for(self.state, "logit_lens"), lens.row_labels, run.seq_len),
+                       middle=sum(shown_positions(self.grid.x_range.start, self.grid.x_range.end, run.seq_len)) / 2)
         self.check.object = readout_check(lens, run.seq_len)
         self.show_target(run, lens)
 

@@ -17,6 +17,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
+from .highlight import column_boxes, marks_for, show_highlight, span_boxes
 from .norms_comparison import NormsComparisonView
 from .style import (add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, spaced_ticks,
                     token_axis_labels)
@@ -85,7 +86,7 @@ class NormsView(TabView):
     log_scale = param.Boolean(default=False, label="log scale")
     skip_first_in_colors = param.Boolean(default=True, label="leave position 0 out of the colour scale")
 
-    watches = ("run", "sinks")
+    watches = ("run", "sinks", "highlight")
     own_watches = ("skip_first_in_colors",)
 
     def build(self) -> None:
@@ -141,6 +142,10 @@ class NormsView(TabView):
         self.line_colors.high = len(labels) - 1
         self.lines.title.text = f"Norm per position, one line per boundary · {n} tokens"
         self.summary.object = sink_summary(run, sinks)
+        show_highlight(self.heatmap, column_boxes(marks_for(self.state, "norms_heatmap"), len(labels)),
+                       middle=(n - 1) / 2)
+        show_highlight(self.lines, span_boxes(marks_for(self.state, "norms_lines"), float(norms.min()),
+                                              float(norms.max())), scroll_to=False, middle=(n - 1) / 2)
 
     def layout(self):
         return pn.Column(pn.FlexBox(pn.widgets.Checkbox.from_param(self.param.log_scale),

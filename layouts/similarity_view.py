@@ -14,6 +14,7 @@ from model_backend.run import Run
 from model_backend.similarity import laminar_profile, token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
 
+from .highlight import first_row_boxes, marks_for, row_and_column_boxes, show_highlight
 from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix
 from .tab_view import TabView
 
@@ -88,7 +89,7 @@ class SimilarityView(TabView):
     within_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="grey below (tokens in a block)")
     laminar_low = param.Number(default=0.0, bounds=(-1.0, 0.95), step=0.05, label="grey below (every token pair)")
 
-    watches = ("run", "token", "layer")
+    watches = ("run", "token", "layer", "highlight")
     own_watches = ("skip_first", "center")
 
     def build(self) -> None:
@@ -112,11 +113,15 @@ class SimilarityView(TabView):
         labels, matrix = token_across_layers(run, position, center=self.center)
         show_square(self.across, self.across_image, matrix, labels,
                     f"Token {position} across boundaries · {run.seq_len} tokens")
+        show_highlight(self.across, first_row_boxes(marks_for(self.state, "similarity_across_layers"), position,
+                                                    len(labels)), scroll_to=False, middle=(len(labels) - 1) / 2)
         layer = min(self.state.layer, run.n_layers - 1)
         positions, matrix = tokens_within_layer(run, full_name("layer_output", layer), center=self.center,
                                                 skip_first=self.skip_first)
         show_square(self.within, self.within_image, matrix, position_labels(run, positions),
                     f"Tokens at block {layer}'s output · {run.seq_len} tokens")
+        show_highlight(self.within, row_and_column_boxes(marks_for(self.state, "similarity_within_layer"),
+                                                         list(positions)), middle=(len(positions) - 1) / 2)
         self.show_laminar(run)
 
     def show_laminar(self, run: Run) -> None:

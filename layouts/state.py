@@ -76,6 +76,7 @@ class ExplorerState(param.Parameterized):
     npz_link = param.String(default="", doc="where the browser fetches the last run's NPZ; empty until prepared")
     npz_megabytes = param.Number(default=0.0, doc="the NPZ file's size")
     lesson_text = param.String(default="", doc="the lesson step's text (HTML) with the current run's numbers")
+    highlight = param.Dict(default={}, doc="the lesson step's marks: figure name -> [{at, label}], from this run")
     url_note = param.String(default="", doc="what of the page's link could not be used, and what is used instead")
 
     @param.depends("layer", "run", watch=True)

@@ -22,6 +22,20 @@ from model_backend.tokens import visible_token
 FRANCE = "The capital of France is"
 STEP_SECONDS = 240_000  # milliseconds a step's text may take to fill (SmolLM2's sweep is 30 passes on 2 cores)
 VIEWPORT = {"width": 1024, "height": 768}
+# The figure each step highlights first, and where its mark is on screen: the marks' indices, labels, the figure's
+# box and the first labelled mark's centre (page pixels), once the figure is drawn with its highlight.
+STEP_FIGURES = ("block_diagram", "norms_heatmap", "similarity_within_layer", "logit_lens", "logit_attribution",
+                "intervention")
+HIGHLIGHT = """name => {
+    const view = Bokeh.index.query_one(v => v.model.name === name);
+    const renderer = view && view.model.renderers.find(r => r.name === name + "_lesson_highlight");
+    if (!renderer || !view.has_finished() || !renderer.data_source.data.at.length) return null;
+    const data = renderer.data_source.data, glyph = view.views.get_one(renderer).glyph;
+    const canvas = view.canvas_view.el.getBoundingClientRect(), i = data.label.findIndex(label => label);
+    return {at: [...data.at].filter((_, j) => data.label[j]), labels: [...data.label].filter(label => label),
+            figure: {x: canvas.left, y: canvas.top, width: canvas.width, height: canvas.height},
+            mark: {x: canvas.left + glyph.sx[i], y: canvas.top + glyph.sy[i]}};
+}"""
 
 
 def expected_numbers(loaded) -> dict[int, list[str]]:
@@ -38,7 +52,13 @@ def expected_numbers(loaded) -> dict[int, list[str]]:
     sweep = scaling_sweep(loaded, run, top)
     changes = sweep.scaled_logprobs - sweep.clean_logprob
     most = int(np.argmax(np.abs(changes[:-1])))
-    return {
+    sinks = detect_sinks(run).sinks
+    first_top = int(np.argmax(lens.top_ids[:, 0, 0] == top))
+    labels, terms = attribution.bars()
+    marks = {1: [f"block.{min(3, run.n_layers - 1)}"], 2: [sinks[0].position if sinks else 0], 3: [0],
+             4: [[first_top, last], [lens.n_rows - 1, None]], 5: [labels[i] for i in np.argsort(-terms)[:3]],
+             6: [most, run.n_layers - 1]}
+    return {"marks": marks,
         1: [f"{run.seq_len} tokens", f"all {run.n_layers} blocks", f"{len(probabilities):,} logits", prediction,
             f"p = {float(probabilities[top]):.2f}"],
         2: [f"{detect_sinks(run).at(0).norm_ratio:.1f}×", f"{detect_sinks(other).at(0).norm_ratio:.1f}×",
@@ -66,8 +86,39 @@ def step_through_lessons(page: Page, url: str, expected: dict[int, list[str]]) -
             expect(text).to_contain_text(number, timeout=STEP_SECONDS)
         expect(page.locator(".bk-tab.bk-active")).to_have_text(tabs[step - 1])
         expect(page).to_have_url(re.compile(rf"lesson={step}\b"))
+        check_the_highlight(page, STEP_FIGURES[step - 1], expected["marks"][step])
         page.screenshot(path=f"test-artifacts/lesson-{step}-{expected['name']}.png")
     expect(page.get_by_role("button", name="Next ▶")).to_be_disabled()
+
+
+def inside(box: dict, area: dict) -> bool:
+    return (box["x"] >= area["x"] and box["y"] >= area["y"] and box["x"] + box["width"] <= area["x"] + area["width"]
+            and box["y"] + box["height"] <= area["y"] + area["height"])
+
+
+def inside_the_viewport(box: dict) -> bool:
+    return inside(box, {"x": 0, "y": 0, **VIEWPORT})
+
+
+def overlaps(box: dict, area: dict) -> bool:
+    return (box["x"] < area["x"] + area["width"] and area["x"] < box["x"] + box["width"]
+            and box["y"] < area["y"] + area["height"] and area["y"] < box["y"] + box["height"])
+
+
+def check_the_highlight(page: Page, figure: str, marks: list) -> None:
+    """The step's figure carries the highlight at the backend's indices, labelled as the lesson's; the lesson text is
+    on the 1024x768 screen, and the page has scrolled the figure's mark into view below it."""
+    page.wait_for_function(f"() => ({HIGHLIGHT})({figure!r})?.at.length === {len(marks)}", timeout=STEP_SECONDS)
+    page.wait_for_timeout(1000)  # the page scrolls to the mark once the figure is drawn
+    shown = page.evaluate(HIGHLIGHT, figure)
+    assert shown["at"] == marks, figure
+    assert all(label.startswith("lesson: ") for label in shown["labels"])
+    text, panel = page.locator(".lesson-text").bounding_box(), page.locator(".lesson-area").bounding_box()
+    assert inside_the_viewport(text), (figure, text)
+    below_the_lesson = {"x": 0, "y": panel["y"] + panel["height"], "width": VIEWPORT["width"],
+                        "height": VIEWPORT["height"] - panel["y"] - panel["height"]}
+    assert overlaps(shown["figure"], below_the_lesson), (figure, shown["figure"])
+    assert inside({**shown["mark"], "width": 0, "height": 0}, below_the_lesson), (figure, shown["mark"], panel)
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from layouts.lesson_marks import lesson_marks
 from layouts.lesson_text import IDENTITY_BLOCK, LessonInputs, lesson_text
 from layouts.state import DEFAULT_PROMPT
 from model_backend import capture_run, detect_sinks
@@ -70,12 +71,11 @@ class LessonGuide:
         runs again."""
         state, step = self.state, self.state.lesson
         if step == 0:
-            state.lesson_text = ""
+            state.param.update(lesson_text="", highlight={})
             return
         settings = step_settings(step, state, self.session.predicted_target)
         rerun = any(key in settings and settings[key] != getattr(state, key) for key in ("prompt", "bos"))
-        state.lesson_text = ""
-        state.param.update(**settings)
+        state.param.update(lesson_text="", highlight={}, **settings)
         if rerun:
             state.param.trigger("run_requested")
 
@@ -101,7 +101,7 @@ class LessonGuide:
                               other_bos_run=other_run, other_bos_sinks=other_sinks, lens=state.lens,
                               target=state.target, attribution=state.attribution, sweep=state.sweep)
         try:
-            text = await asyncio.to_thread(lesson_text, step, inputs)
+            text, marks = await asyncio.to_thread(lambda: (lesson_text(step, inputs), lesson_marks(step, inputs)))
         except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
             report_failure(self.session.publisher, error)
             return
@@ -110,5 +110,5 @@ class LessonGuide:
 
         def show() -> None:  # checked under the document's lock: a click may have opened another step meanwhile
             if state.run is run and state.lesson == step:
-                state.lesson_text = text
+                state.param.update(lesson_text=text, highlight=marks)
         self.session.publisher.apply(show)
