@@ -30,5 +30,5 @@ def test_a_closed_pages_session_ends_and_stops_its_jobs(browser: Browser, tiny_g
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)
     log = app.log_without_closed_tab_reports()
-    assert "a page closed: its lens read and sweep stop" in log, log
+    assert "a page closed: its jobs stop" in log, log
     assert "Traceback" not in log and "failed with following error" not in log, log
