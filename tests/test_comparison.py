@@ -56,7 +56,7 @@ def test_a_failed_comparison_run_says_why_and_draws_nothing(revisions_cache, mon
     def out_of_memory(*_args, **_kwargs):
         raise MemoryError
 
-    monkeypatch.setattr("viz_app.comparison.capture_token_ids", out_of_memory)
+    monkeypatch.setattr("viz_app.comparison.page_run", out_of_memory)  # the main run still runs
     state = started_comparing(STEP).state
     assert state.comparison is None and state.run is not None
     assert state.comparison_note == f"{STEP} could not run this prompt for the comparison: Out of memory: try a " \

@@ -39,9 +39,14 @@ def attribution_for(loaded: LoadedModel, run: Run, target_text: str, position: i
     return direct_logit_attribution(loaded, run, target_token_id(loaded, target_text), position)
 
 
-def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
-    """Run the prompt, if within the page's limits, and compute what every view needs, in one worker thread."""
+def page_run(loaded: LoadedModel, prompt: str, bos: bool) -> Run:
+    """The prompt's run, if its tokens are within the page's limits (a PromptError says why not)."""
     token_ids = encode_prompt(loaded, prompt, bos=bos)
     check_page_token_limit(loaded, len(token_ids))
-    run = capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
+    return capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
+
+
+def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
+    """Run the prompt, if within the page's limits, and compute what every view needs, in one worker thread."""
+    run = page_run(loaded, prompt, bos)
     return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run))

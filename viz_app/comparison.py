@@ -6,21 +6,18 @@ from __future__ import annotations
 import logging
 
 from layouts.norms_comparison import ComparedRun
-from model_backend import LoadedModel, capture_token_ids, detect_sinks
-from model_backend.tokens import encode_prompt
+from model_backend import LoadedModel, detect_sinks
 
+from .analysis import page_run
 from .failures import failure_message
 from .model_work import in_model_thread
-from .prompt_limits import check_page_token_limit
 
 log = logging.getLogger(__name__)
 
 
 def compared_run(loaded: LoadedModel, prompt: str, bos: bool) -> ComparedRun:
     """The prompt run through the compared model, within the page's limits, and its sinks (on a model thread)."""
-    token_ids = encode_prompt(loaded, prompt, bos=bos)
-    check_page_token_limit(loaded, len(token_ids))
-    run = capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
+    run = page_run(loaded, prompt, bos)
     return ComparedRun(run, detect_sinks(run))
 
 

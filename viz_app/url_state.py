@@ -35,18 +35,14 @@ def read_prompt(text: str) -> tuple[str, str]:
     return text, ""
 
 
-def read_model(text: str) -> tuple[str, str]:
-    """A model's display name as typed; the session accepts it only if it names a model it offers."""
-    if len(text) > NAME_MAX_CHARACTERS:
-        raise BadUrlValue("the link's model name is too long")
-    return text, ""
-
-
-def read_compared_model(text: str) -> tuple[str, str]:
-    """The model the Norms tab compares with, as typed; the comparison says so if it names no model offered."""
-    if len(text) > NAME_MAX_CHARACTERS:
-        raise BadUrlValue("the link's compared model name is too long")
-    return text, ""
+def model_name_reader(what: str):
+    """A reader of a model's display name as typed (``what`` names it in the note); the session, or the Norms tab's
+    comparison, accepts it only if it names a model it offers."""
+    def read(text: str) -> tuple[str, str]:
+        if len(text) > NAME_MAX_CHARACTERS:
+            raise BadUrlValue(f"the link's {what} is too long")
+        return text, ""
+    return read
 
 
 def read_target(text: str) -> tuple[str, str]:
@@ -93,8 +89,8 @@ def read_pinned(text: str) -> tuple[list[str], str]:
 
 READERS = {
     "prompt": read_prompt,
-    "model": read_model,
-    "compare": read_compared_model,
+    "model": model_name_reader("model name"),
+    "compare": model_name_reader("compared model name"),
     "bos": lambda text: read_switch(text, "bos"),
     "pinned": read_pinned,
     "layer": lambda text: read_position(text, "block"),
