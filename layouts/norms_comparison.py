@@ -47,10 +47,10 @@ def heatmap_title(run: Run, sinks: SinkReport) -> str:
     return f"{run.model_name} · {f'sink at position {found} (red)' if found else 'no sink detected'}"
 
 
-def shared_color_range(matrices: list[np.ndarray]) -> tuple[float, float]:
-    """One colour range for every matrix, leaving position 0 out where there are others (a sink's norm would
-    flatten the rest; cells above the range are magenta)."""
-    scaled = [m[:, 1:] if m.shape[1] > 1 else m for m in matrices]
+def shared_color_range(matrices: list[np.ndarray], skip_first: bool = True) -> tuple[float, float]:
+    """One colour range for every matrix, leaving position 0 out (``skip_first``) where there are others (a sink's
+    norm would flatten the rest; cells above the range are magenta)."""
+    scaled = [m[:, 1:] if skip_first and m.shape[1] > 1 else m for m in matrices]
     return max(min(float(m.min()) for m in scaled), 1e-6), max(float(m.max()) for m in scaled)
 
 

@@ -18,7 +18,7 @@ from model_backend.tokens import visible_token
 
 from .downloads import csv_download
 from .highlight import column_boxes, marks_for, show_highlight, span_boxes
-from .norms_comparison import NormsComparisonView
+from .norms_comparison import NormsComparisonView, shared_color_range
 from .style import (add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, spaced_ticks,
                     token_axis_labels)
 from .tab_view import TabView
@@ -121,16 +121,16 @@ class NormsView(TabView):
         self.norms = norms = residual_norms(run)
         labels = [label for label, _ in residual_boundaries(run)]
         n = run.seq_len
-        scaled = norms[:, 1:] if self.skip_first_in_colors and n > 1 else norms
+        low, high = shared_color_range([norms], self.skip_first_in_colors)
         for mapper in (self.linear_mapper, self.log_mapper):
-            mapper.update(low=max(float(scaled.min()), 1e-6), high=float(scaled.max()))
+            mapper.update(low=low, high=high)
         show_matrix(self.heatmap_image, norms)
         cells_range(self.heatmap.x_range, n)
         cells_range(self.heatmap.y_range, len(labels))
         show_ticks(self.heatmap.yaxis, spaced_ticks(len(labels)))
         self.heatmap.yaxis.major_label_overrides = dict(enumerate(labels))
         self.heatmap.xaxis.major_label_overrides = token_axis_labels(run.tokens)
-        above_range = self.skip_first_in_colors and n > 1 and norms[:, 0].max() > scaled.max()
+        above_range = self.skip_first_in_colors and n > 1 and norms[:, 0].max() > high
         self.heatmap.title.text = (f"Residual norm · {n} tokens"
                                    + (" · magenta: above the colour range" if above_range else ""))
         positions = np.arange(n)
