@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # the attribution module imports torch; the view only reads i
     from model_backend.attribution import LogitAttribution
 
 PLOT_PIXELS = 540  # the plot's width beside the sidebar at 1024x768, the narrowest it is drawn
-KIND_COLORS = {"embeddings": "#7f7f7f", "attention": "#ff7f0e", "MLP": "#2ca02c", "bias": "#bcbd22"}
+KIND_COLORS = {"embeddings": "#7f7f7f", "attention": "#ff7f0e", "MLP": "#2ca02c", "bias": "#bcbd22",
+               "bfloat16 rounding": "#9467bd"}
 # The bars outside the blocks, and the diagram part whose card explains each. Without position embeddings, block 0's
 # layer_input is the token embeddings.
 OUTSIDE_BLOCKS = {
@@ -38,12 +39,15 @@ OUTSIDE_BLOCKS = {
 
 
 def kind_of(label: str) -> str:
-    """What a bar is, for its colour: embeddings, attention (a block's or a head's), MLP or a bias."""
+    """What a bar is, for its colour: embeddings, attention (a block's or a head's), MLP, a bias, or the rounding of
+    an output projection multiplied in bfloat16."""
     if label == FINAL_NORM_BIAS:
         return "bias"
     value, _, part = parse_full_name(label)
     if part == "bias":
         return "bias"
+    if part == "rounding":
+        return "bfloat16 rounding"
     if value.name == "attention_output":
         return "attention"
     return "MLP" if value.name == "mlp_output" else "embeddings"

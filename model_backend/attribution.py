@@ -39,6 +39,9 @@ class LogitAttribution:
     contributions: np.ndarray  # [writer]
     head_contributions: np.ndarray  # [layer, head]: each head's share of its block's attention_output term
     projection_bias_contributions: np.ndarray | None  # [layer]: the attention output projection's bias, if it has one
+    # [layer]: with bfloat16 matmuls, what the output projection's rounding adds to the heads' float32 split (the
+    # block's attention_output term minus its heads and bias); None where the pass multiplied in the weights' dtype
+    projection_rounding_contributions: np.ndarray | None
     bias_term: float  # the final norm's bias (and lm_head's, if any) through the unembedding
     logit: float  # the model's own logit (lm_head's, before a softcap)
 
@@ -59,6 +62,9 @@ class LogitAttribution:
                 if self.projection_bias_contributions is not None:
                     labels.append(full_name(value.name, layer, "bias"))
                     terms.append(self.projection_bias_contributions[layer])
+                if self.projection_rounding_contributions is not None:
+                    labels.append(full_name(value.name, layer, "rounding"))
+                    terms.append(self.projection_rounding_contributions[layer])
             else:
                 labels.append(label)
                 terms.append(term)
@@ -122,7 +128,7 @@ def head_writes(loaded: LoadedModel, run: Run, layer: int, position: int) -> tup
     finally:
         handle.remove()
     dtype, device = projection.weight.dtype, projection.weight.device
-    with torch.inference_mode():
+    with torch.inference_mode():  # in the weights' dtype even after bfloat16 matmuls: see LogitAttribution
         heads = read["heads"]
         alone = torch.block_diag(*heads.unflatten(0, (run.n_heads, -1)))  # [head, heads * head_dim]: one head each
         bias = projection(torch.zeros_like(heads, dtype=dtype, device=device)).float().cpu()  # [hidden]
@@ -166,8 +172,21 @@ def direct_logit_attribution(loaded: LoadedModel, run: Run, target_id: int | Non
     contributions = np.array([float(torch.from_numpy(run[name][position]).double() @ direction) for name in writers])
     heads, projection_biases = head_terms(loaded, run, position, direction)
     return LogitAttribution(target_id, token_strings(loaded, [target_id])[0], position, writers, contributions,
-                            heads, projection_biases, final_bias_term(loaded, target_id),
+                            heads, projection_biases,
+                            projection_rounding(loaded, writers, contributions, heads, projection_biases),
+                            final_bias_term(loaded, target_id),
                             head_logit(loaded, run, target_id, position, float(logits[target_id])))
+
+
+def projection_rounding(loaded: LoadedModel, writers: list[str], contributions: np.ndarray, heads: np.ndarray,
+                        projection_biases: np.ndarray | None) -> np.ndarray | None:
+    """Per block, the attention_output term the heads' float32 split leaves out when the pass multiplied in
+    bfloat16: the output projection's rounding, shown as a bar of its own so that the bars still sum to the logit."""
+    if loaded.matmul_dtype is None:
+        return None
+    attention = np.array([contributions[writers.index(full_name("attention_output", layer))]
+                          for layer in range(heads.shape[0])])
+    return attention - heads.sum(axis=1) - (0.0 if projection_biases is None else projection_biases)
 
 
 def head_logit(loaded: LoadedModel, run: Run, target_id: int, position: int, logit: float) -> float:
@@ -175,6 +194,6 @@ def head_logit(loaded: LoadedModel, run: Run, target_id: int, position: int, log
     logit itself."""
     if logit_softcap(loaded) is None:
         return logit
-    with torch.inference_mode():
+    with loaded.computing():
         head = loaded.module("lm_head")(to_model(loaded, run["final_norm_output"][position : position + 1]))
     return float(head[0, 0, target_id])

@@ -35,7 +35,7 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
     check_fits(loaded, len(token_ids))
     recorder = _Recorder(loaded, len(token_ids))
     started = time.perf_counter()
-    with torch.inference_mode(), recorder.hooked():
+    with loaded.computing(), recorder.hooked():
         # lm_head runs for the last position only: the full [seq, vocab] logits cost a fifth of a GPT-2 pass, and
         # ``Run.logits`` computes them from final_norm_output with the same module when first read.
         loaded.model(input_ids=torch.tensor([token_ids], device=loaded.model.device), use_cache=False,
@@ -65,7 +65,7 @@ def logits_reader(loaded: LoadedModel, final_norm_output: np.ndarray):
     """A function giving the logits at some positions: lm_head (and any softcap) on final_norm_output, as the model
     does."""
     def read(positions) -> np.ndarray:
-        with torch.inference_mode():
+        with loaded.computing():
             return as_numpy(unembed(loaded, to_model(loaded, final_norm_output[positions]))[0])
     return read
 
@@ -177,7 +177,7 @@ class _Recorder:
             layer_input = to_model(loaded, values[full_name("layer_input", layer)])
             args, kwargs = calls[layer]
             norm = loaded.module("attention_norm", layer)  # none in a post-norm block: attention reads the stream
-            with torch.inference_mode():
+            with loaded.computing():
                 _, pattern = loaded.module("attention", layer)(layer_input if norm is None else norm(layer_input),
                                                                *args, **kwargs)
             return as_numpy(pattern[0])

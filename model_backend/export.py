@@ -40,7 +40,7 @@ def run_metadata(loaded: LoadedModel, run: Run) -> dict:
     (UTC)."""
     return {"model": loaded.display_name, "source": loaded.source, "origin": loaded.origin,
             "revision": loaded.revision, "commit": loaded.commit,
-            "dtype": str(loaded.model.dtype).removeprefix("torch."), "device": str(loaded.model.device),
+            "dtype": loaded.dtype, "device": str(loaded.model.device),
             "prompt": run.prompt, "bos": run.bos, "n_tokens": run.seq_len,
             "packages": {name: package_version(name) for name in RECORDED_PACKAGES},
             "written": datetime.now(timezone.utc).isoformat(timespec="seconds")}

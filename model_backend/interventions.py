@@ -54,7 +54,7 @@ def scaled_logprob(loaded: LoadedModel, run: Run, target_id: int, layer: int, *,
     """The target's log-probability after the prompt with block ``layer``'s ``site`` scaled by ``alpha``."""
     if site not in SCALABLE_SITES:
         raise ValueError(f"site must be one of {', '.join(SCALABLE_SITES)}, not {site!r}")
-    with torch.inference_mode():
+    with loaded.computing():
         role, _ = loaded.family.value_reads()[site]
         handle = hook_output(loaded.module(role, layer), scaled_output_hook(alpha))
         try:

@@ -62,7 +62,7 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
     labels[-1] = f"{labels[-1]} → final norm (model output)" if not raw else f"{labels[-1]} (raw)"
     rows = LensRows(k, target_id)
     last_row_diff = float("nan")
-    with torch.inference_mode():
+    with loaded.computing():
         for group in boundary_groups(len(boundaries), len(positions), loaded.config.vocab_size):
             if keep_reading is not None and not keep_reading():
                 return None

@@ -34,7 +34,7 @@ def check_identity(loaded: LoadedModel, identity: str, actual: np.ndarray, expec
     """Raise FamilyMismatchError naming ``identity`` unless the two sides agree to the model dtype's tolerance."""
     scale = max(float(np.abs(expected).max()), 1.0)
     difference = float(np.abs(actual - expected).max()) if actual.shape == expected.shape else float("inf")
-    tolerance = TOLERANCE.get(loaded.model.dtype, LOW_PRECISION_TOLERANCE) * scale
+    tolerance = TOLERANCE.get(loaded.precision, LOW_PRECISION_TOLERANCE) * scale
     if not difference <= tolerance:
         raise FamilyMismatchError(
             f"{loaded.display_name} does not fit the {loaded.family.name} family: {identity} fails "
@@ -71,7 +71,7 @@ def check_family_fits(loaded: LoadedModel) -> None:
     """Run the probe and check every identity of the family's anatomy; raise FamilyMismatchError on the first break."""
     token_ids = probe_token_ids(loaded)
     run = capture_token_ids(loaded, token_ids)
-    with torch.inference_mode():
+    with loaded.computing():
         reference = loaded.model(input_ids=torch.tensor([token_ids], device=loaded.model.device), use_cache=False,
                                  output_hidden_states=True)
     identities = embedding_identities(loaded, run)
@@ -81,7 +81,7 @@ def check_family_fits(loaded: LoadedModel) -> None:
         if layer < last:
             identities.append((f"{full_name('layer_output', layer)} == {full_name('layer_input', layer + 1)}",
                                run[full_name("layer_output", layer)], run[full_name("layer_input", layer + 1)]))
-    with torch.inference_mode():
+    with loaded.computing():
         final_norm = as_numpy(loaded.module("final_norm")(to_model(loaded, run[full_name("layer_output", last)]))[0])
         logits = as_numpy(unembed(loaded, to_model(loaded, run["final_norm_output"]))[0])
     identities += [(f"final norm of {full_name('layer_output', last)} == final_norm_output", final_norm,

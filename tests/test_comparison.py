@@ -25,17 +25,18 @@ def revisions_cache(tmp_path, monkeypatch):
 
 
 def started_comparing(compare: str) -> ExplorerSession:
-    """A session serving both revisions, started with ``compare`` chosen, once every job it launched has ended."""
-    session = ExplorerSession([REPO_ID, STEP])
-    session.state.compare = compare
-
-    async def start_and_finish():
+    """A session serving both revisions, started with ``compare`` chosen, once every job it launched has ended
+    (made inside the coroutine: a task its watchers start then belongs to that coroutine's loop, not to the one a
+    browser test leaves in the main thread)."""
+    async def start_and_finish() -> ExplorerSession:
+        session = ExplorerSession([REPO_ID, STEP])
+        session.state.compare = compare
         await session.start()
         while running := session.launcher.__self__.running:
             await asyncio.gather(*running)
+        return session
 
-    run_coroutine(start_and_finish())
-    return session
+    return run_coroutine(start_and_finish())
 
 
 def test_two_revisions_are_drawn_on_one_colour_scale_under_their_names(revisions_cache):

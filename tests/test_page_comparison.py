@@ -3,6 +3,8 @@ chosen by the link and by the "compare with" selector."""
 
 from __future__ import annotations
 
+import re
+
 from urllib.parse import quote
 
 from conftest import RUN_SECONDS, assert_served_cleanly, serve_app, stop_server, wait_until_idle
@@ -22,7 +24,8 @@ def test_the_norms_tab_shows_both_revisions_under_their_names(page: Page, tmp_pa
     page.set_viewport_size({"width": 1024, "height": 768})
     try:
         page.goto(f"{app.url}?compare={quote(STEP)}")
-        expect(page.locator(".status-line")).to_contain_text("float32 on cpu", timeout=RUN_SECONDS)
+        expect(page.locator(".status-line")).to_contain_text(re.compile(r"float32(, bfloat16 matmuls)? on cpu"),
+                                                             timeout=RUN_SECONDS)
         wait_until_idle(page)
         page.locator(".bk-tab", has_text="Norms & sinks").click()
         names = ["comparison_heatmap_0", "comparison_heatmap_1"]

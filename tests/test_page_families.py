@@ -10,12 +10,11 @@ import importlib
 from pathlib import Path
 
 import pytest
-from conftest import RUN_SECONDS, assert_served_cleanly, serve_app, stop_server, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, load_as_served, serve_app, stop_server, wait_until_idle
 from family_reference import save_tiny_family_model
 from playwright.sync_api import Page, expect
 from test_page import FIGURES_BY_TAB, PROMPT, n_tokens_of, run_prompt, show_tab
 
-from model_backend import load_model
 
 FAMILY_CONFIGS = {name: config
                   for path in sorted(Path(__file__).parent.glob("test_family_*.py"))
@@ -25,7 +24,7 @@ FAMILY_CONFIGS = {name: config
 @pytest.mark.parametrize("family_name", FAMILY_CONFIGS)
 def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
     folder = save_tiny_family_model(tmp_path / "model", FAMILY_CONFIGS[family_name])
-    n_tokens = n_tokens_of(load_model(str(folder)), PROMPT)
+    n_tokens = n_tokens_of(load_as_served(folder), PROMPT)
     process, app = serve_app(str(folder), tmp_path / "server.log")
     errors = []
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))

@@ -13,9 +13,9 @@ import pytest
 import torch
 from playwright.sync_api import Page, expect
 
-from conftest import serve_app
-from model_backend import (ModelNotCachedError, capture_run, detect_sinks, direct_logit_attribution, load_model,
-                           logit_lens, scaling_sweep, token_across_layers, tokens_within_layer)
+from conftest import load_as_served, serve_app
+from model_backend import (ModelNotCachedError, capture_run, detect_sinks, direct_logit_attribution, logit_lens,
+                           scaling_sweep, token_across_layers, tokens_within_layer)
 from model_backend.model_names import SMOLLM2
 from model_backend.tokens import visible_token
 
@@ -132,7 +132,7 @@ def lesson_app(tiny_gpt2_dir, tmp_path_factory):
 
 
 def test_the_lessons_show_a_random_gpt2s_own_numbers(page: Page, lesson_app, tiny_gpt2_dir):
-    expected = {**expected_numbers(load_model(str(tiny_gpt2_dir))), "name": "random-gpt2"}
+    expected = {**expected_numbers(load_as_served(tiny_gpt2_dir)), "name": "random-gpt2"}
     expected[2].append("is no sink")  # trained for no steps: no sink with BOS
     os.makedirs("test-artifacts", exist_ok=True)
     step_through_lessons(page, lesson_app.url, expected)
@@ -151,7 +151,7 @@ def test_a_shared_link_opens_the_same_step_on_its_tab(page: Page, lesson_app):
 
 def test_the_lessons_show_smollm2s_sink_and_paris(page: Page, tmp_path):
     try:
-        smollm2 = load_model(SMOLLM2)
+        smollm2 = load_as_served(SMOLLM2)
     except ModelNotCachedError as error:
         if os.environ.get("RSE_REQUIRE_SMOLLM2") == "1":
             raise
@@ -172,7 +172,7 @@ def test_the_lessons_show_smollm2s_sink_and_paris(page: Page, tmp_path):
 def test_the_lens_lesson_sets_the_france_prompt_and_runs_it(page: Page, lesson_app, tiny_gpt2_dir):
     """A class on another prompt: lesson 4 puts the France prompt in the box, runs it (the BOS switch left as the
     class had it) and reads its answer."""
-    tiny = load_model(str(tiny_gpt2_dir))
+    tiny = load_as_served(tiny_gpt2_dir)
     france = capture_run(tiny, FRANCE, bos=False)
     prediction = visible_token(tiny.tokenizer.decode([int(france.logits_at([-1])[0].argmax())]))
     page.set_viewport_size(VIEWPORT)

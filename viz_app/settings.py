@@ -1,6 +1,7 @@
 """Which models this server offers: ``--args --models a,b``, else ``RSE_MODELS``, else GPT-2, SmolLM2-135M-Instruct
 (from the package index when the Hub cannot serve it), then the shipped demo model; and where they compute:
-``--args --device cuda --dtype bfloat16`` (default: the CPU in float32)."""
+``--args --device cuda --dtype bfloat16`` (default: the CPU, in float32 with its matmuls in bfloat16 where the CPU
+multiplies bfloat16 natively, else in float32)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 import os
 import sys
 
+from model_backend.compute import DTYPE_NAMES, fastest_dtype
 from model_backend.model_names import DEFAULT_MODELS
 
 
@@ -25,6 +27,7 @@ def configured_compute(argv: list[str] | None = None) -> dict[str, str]:
     """The device and dtype models load with, as ``load_model``'s keyword arguments."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--device", choices=("cpu", "cuda", "mps", "auto"), default="cpu")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--dtype", choices=(*DTYPE_NAMES, "auto"), default="auto")
     arguments, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    return {"device": arguments.device, "dtype": arguments.dtype}
+    dtype = fastest_dtype(arguments.device) if arguments.dtype == "auto" else arguments.dtype
+    return {"device": arguments.device, "dtype": dtype}
