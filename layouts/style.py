@@ -16,8 +16,8 @@ TICK_SIZE = "14px"
 PRESENTER_TITLE_SIZE = "24px"
 PRESENTER_LABEL_SIZE = "20px"
 PRESENTER_LINE_WIDTH = 4
-PRESENTER_TITLE_CHAR = 13  # pixels a character of a bold 24 px title takes, on average (capitals are wider)
-PRESENTER_TICK_CHAR = 12  # the same for a 20 px tick label
+PRESENTER_TITLE_CHAR = 12  # pixels a character of a bold 24 px title takes, on average (a title is mostly lowercase)
+PRESENTER_TICK_CHAR = 9  # the same for a 20 px tick label
 PRESENTER_MAIN_WIDTH = 660  # a stretched figure's width beside the sidebar at 1024x768
 WIDE = 960
 NARROW = 480
@@ -64,7 +64,7 @@ def presenter_title_characters(fig) -> int:
     labels = [str(label) for axis in axes for label in axis.major_label_overrides.values()]
     if axes and isinstance(fig.y_range, FactorRange):
         labels += [str(factor) for factor in fig.y_range.factors]
-    left = (max(map(len, labels), default=6) * PRESENTER_TICK_CHAR + 40) if axes else 10
+    left = (max(map(len, labels), default=6) * PRESENTER_TICK_CHAR + 50) if axes else 10
     width = fig.width if fig.sizing_mode is None else PRESENTER_MAIN_WIDTH
     return max((width - left) // PRESENTER_TITLE_CHAR, 12)
 

@@ -1,7 +1,7 @@
 """What a person sees at 1024x768: the diagram names the model's architecture and draws the residual spine, its ⊕
 and a logits box with a card; the attribution's tick labels keep apart, its legend sits outside the plot and a
-clicked bar stays outlined; no figure's title runs past its figure's right edge, in presenter mode either, where the
-tab headers take at most two rows and each tab's first figure starts on the first screen."""
+clicked bar stays outlined; no figure's title (or note under it) runs past its figure's right edge, in presenter mode
+either, where the tab headers take at most two rows and each tab's first figure starts on the first screen."""
 
 from __future__ import annotations
 
@@ -37,10 +37,12 @@ ATTRIBUTION_AXIS = """() => {
 
 TITLE_OVERFLOW = """names => names.map(name => {
     const view = Bokeh.index.query_one(v => v.model.name === name);
-    const title = view.model.title;
     const context = document.createElement("canvas").getContext("2d");
-    context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
-    const widest = Math.max(...title.text.split("\\n").map(line => context.measureText(line).width));
+    const titles = [view.model.title, ...view.model.above, ...view.model.below].filter(m => m.type === "Title");
+    const widest = Math.max(...titles.flatMap(title => {
+        context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
+        return title.text.split("\\n").map(line => context.measureText(line).width);
+    }));
     return [name, view.frame.bbox.left + widest - view.bbox.width];
 }).filter(([, overflow]) => overflow > 0)"""
 
