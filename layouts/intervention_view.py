@@ -14,8 +14,8 @@ from .style import readable_figure, show_ticks
 from .tab_view import TabView
 
 MIN_SPAN = 1.0  # log-probability units the y axis always shows
-LAST_BLOCK_NOTE = ("The last block's point sits on the clean line: the final norm divides the residual by its own "
-                   "size, so scaling the whole last output changes nothing.")
+LAST_BLOCK_NOTE = ("The last block's point sits on the clean line: the final norm divides the residual\n"
+                   "by its own size, so scaling the whole last output changes nothing.")  # two lines: fits at 1024
 
 
 def sweep_plot() -> tuple:

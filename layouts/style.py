@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
-from bokeh.models import ColorBar, ColumnDataSource, FixedTicker
+from bokeh.models import ColorBar, ColumnDataSource, FactorRange, FixedTicker
 from bokeh.plotting import figure
 
 from model_backend.tokens import visible_token
@@ -14,6 +16,9 @@ TICK_SIZE = "14px"
 PRESENTER_TITLE_SIZE = "24px"
 PRESENTER_LABEL_SIZE = "20px"
 PRESENTER_LINE_WIDTH = 4
+PRESENTER_TITLE_CHAR = 12  # pixels a character of a bold 24 px title takes, on average (a title is mostly lowercase)
+PRESENTER_TICK_CHAR = 9  # the same for a 20 px tick label
+PRESENTER_MAIN_WIDTH = 660  # a stretched figure's width beside the sidebar at 1024x768
 WIDE = 960
 NARROW = 480
 TALL = 430
@@ -38,9 +43,10 @@ def readable_figure(**options) -> figure:
 
 
 def enlarge_for_projector(fig) -> None:
-    """Presenter mode: bigger titles, axis and legend text, and thicker lines, readable from a classroom's back row
-    (setting the same sizes again sends nothing)."""
+    """Presenter mode: bigger titles, wrapped to the figure's width at 1024x768, axis and legend text, and thicker
+    lines, readable from a classroom's back row (setting the same sizes again sends nothing)."""
     fig.title.text_font_size = PRESENTER_TITLE_SIZE
+    fig.title.text = title_lines(fig.title.text, presenter_title_characters(fig))
     for axis in (*fig.xaxis, *fig.yaxis):
         axis.axis_label_text_font_size = PRESENTER_LABEL_SIZE
         axis.major_label_text_font_size = PRESENTER_LABEL_SIZE
@@ -49,6 +55,36 @@ def enlarge_for_projector(fig) -> None:
     for renderer in fig.renderers:
         if hasattr(renderer.glyph, "line_width") and isinstance(renderer.glyph.line_width, (int, float)):
             renderer.glyph.line_width = max(renderer.glyph.line_width, PRESENTER_LINE_WIDTH)
+
+
+def presenter_title_characters(fig) -> int:
+    """How many characters of a presenter title fit on one line: a title starts where the plot does, after the left
+    axis's widest tick label and its name, and may run to the figure's right edge."""
+    axes = [axis for axis in fig.yaxis if axis.visible]
+    labels = [str(label) for axis in axes for label in axis.major_label_overrides.values()]
+    if axes and isinstance(fig.y_range, FactorRange):
+        labels += [str(factor) for factor in fig.y_range.factors]
+    left = (max(map(len, labels), default=6) * PRESENTER_TICK_CHAR + 50) if axes else 10
+    width = fig.width if fig.sizing_mode is None else PRESENTER_MAIN_WIDTH
+    return max((width - left) // PRESENTER_TITLE_CHAR, 12)
+
+
+def title_lines(text: str, characters: int) -> str:
+    """``text`` on lines of at most ``characters`` (Bokeh does not wrap a title): broken at its " · " where it can,
+    else between words; a line that fits is kept, so wrapping twice changes nothing."""
+    lines = []
+    for given in text.split("\n"):
+        line = ""
+        for part in given.split(" · "):
+            if line and len(line) + 3 + len(part) <= characters:
+                line += " · " + part
+            else:
+                if line:
+                    lines.append(line)
+                *whole, line = textwrap.wrap(part, characters) or [""]
+                lines += whole
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def add_color_bar(fig: figure, mapper, title: str) -> None:

@@ -17,6 +17,7 @@ from layouts.logit_lens_view import LogitLensView, lens_cells
 from layouts.norms_view import NormsView, sink_summary
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
+from layouts.style import title_lines
 from model_backend.families import FAMILIES
 from model_backend import capture_run, detect_sinks, joined_lens, logit_lens
 
@@ -113,3 +114,12 @@ def test_part_ids_round_trip_and_clicks_find_boxes():
         assert parse_part_id("nonsense", family, 3) is None
         has_mid = family.has_value("layer_mid")
         assert (parse_part_id("attention_add.0", family, 3) is not None) == has_mid
+
+
+def test_a_presenter_title_wraps_at_its_dots_then_between_words_and_only_once():
+    title = "Direct logit attribution of ␣Paris at position 5 · 6 tokens · magenta: above the colour range"
+    wrapped = title_lines(title, 35)
+    assert wrapped.split("\n") == ["Direct logit attribution of ␣Paris", "at position 5 · 6 tokens",
+                                    "magenta: above the colour range"]
+    assert title_lines(wrapped, 35) == wrapped
+    assert title_lines(title, 200) == title

@@ -1,6 +1,7 @@
 """What a person sees at 1024x768: the diagram names the model's architecture and draws the residual spine, its ⊕
 and a logits box with a card; the attribution's tick labels keep apart, its legend sits outside the plot and a
-clicked bar stays outlined; no figure's title runs past its figure's right edge."""
+clicked bar stays outlined; no figure's title (or note under it) runs past its figure's right edge, in presenter mode
+either, where the tab headers take at most two rows and each tab's first figure starts on the first screen."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from conftest import RUN_SECONDS
 from playwright.sync_api import expect
 from test_page import ARTIFACTS, FIGURES_BY_TAB, PROMPT, click_part, n_tokens_of, run_prompt, show_tab
 from test_page_attribution import BAR_CENTER, SHOWN_BARS, largest
-from test_page_fit import SMALL, open_page
+from test_page_fit import SIDEWAYS_SCROLL, SMALL, open_page
 
 small_page = test_page_fit.small_page  # the 1024x768 page fixture
 
@@ -36,11 +37,16 @@ ATTRIBUTION_AXIS = """() => {
 
 TITLE_OVERFLOW = """names => names.map(name => {
     const view = Bokeh.index.query_one(v => v.model.name === name);
-    const title = view.model.title;
     const context = document.createElement("canvas").getContext("2d");
-    context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
-    return [name, view.frame.bbox.left + context.measureText(title.text).width - view.bbox.width];
+    const titles = [view.model.title, ...view.model.above, ...view.model.below].filter(m => m.type === "Title");
+    const widest = Math.max(...titles.flatMap(title => {
+        context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
+        return title.text.split("\\n").map(line => context.measureText(line).width);
+    }));
+    return [name, view.frame.bbox.left + widest - view.bbox.width];
 }).filter(([, overflow]) => overflow > 0)"""
+
+FIGURE_TOP = """name => Bokeh.index.query_one(v => v.model.name === name).el.getBoundingClientRect().top"""
 
 
 def test_the_diagram_names_its_architecture_and_draws_the_spine_and_the_logits(small_page, served_app, tiny_model):
@@ -83,3 +89,19 @@ def test_no_figure_title_is_wider_than_its_figure(small_page, served_app, tiny_m
         show_tab(page, tab, n_tokens)
         page.screenshot(path=ARTIFACTS / f"titles-{tab.lower().replace(' ', '-').replace('&', 'and')}.png")
         assert page.evaluate(TITLE_OVERFLOW, list(names)) == [], tab
+
+
+def test_presenter_mode_fits_1024_by_768(small_page, served_app, tiny_model):
+    page = small_page
+    open_page(page, f"{served_app.url}?presenter=true")
+    n_tokens = n_tokens_of(tiny_model, PROMPT)
+    run_prompt(page, PROMPT, n_tokens)
+    headers = page.locator(".bk-tab")
+    rows = {round(headers.nth(i).bounding_box()["y"]) for i in range(headers.count())}
+    assert len(rows) <= 2, rows
+    for tab, names in FIGURES_BY_TAB.items():
+        show_tab(page, tab, n_tokens)
+        page.screenshot(path=ARTIFACTS / f"presenter-{tab.lower().replace(' ', '-').replace('&', 'and')}.png")
+        assert page.evaluate(TITLE_OVERFLOW, list(names)) == [], tab
+        assert page.evaluate(FIGURE_TOP, names[0]) <= SMALL["height"], tab
+        assert page.evaluate(SIDEWAYS_SCROLL) <= 0, tab

@@ -22,6 +22,9 @@ TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine s
         ("Logit lens", LogitLensView), ("Logit attribution", AttributionView), ("Attention", AttentionView),
         ("Intervention", InterventionView))
 TAB_HEADERS_WRAP = ".bk-headers-wrapper { flex-wrap: wrap; }"  # every tab reachable at 1024 pixels, none scrolled away
+# Presenter mode's tab headers stay a little smaller than its text: all seven on two rows at 1024 pixels, the open
+# tab's first figure on the first screen.
+PRESENTER_TAB_HEADERS = ".bk-tab { font-size: 17px; padding: 4px 10px; }"
 PRESENTER_CSS = ":root { font-size: 24px; --bokeh-font-size: 20px; } .status-line, .error-line { font-size: 22px; }"
 
 
@@ -34,8 +37,9 @@ def explorer_tabs(state: ExplorerState) -> pn.Tabs:
     with five pages at once).
     """
     state.shown_tab = TABS[0][0]
+    stylesheets = [TAB_HEADERS_WRAP, *([PRESENTER_TAB_HEADERS] if state.presenter else [])]
     tabs = pn.Tabs(*[(title, View(state, tab=title)) for title, View in TABS], sizing_mode="stretch_width",
-                   stylesheets=[TAB_HEADERS_WRAP])
+                   stylesheets=stylesheets)
     tabs.param.watch(lambda event: setattr(state, "shown_tab", TABS[event.new][0]), "active")
     titles = [title for title, _ in TABS]
 
