@@ -10,9 +10,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, free_port, serve_app
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
+
+from page_driving.server import REPO_ROOT, free_port, serve_app
 
 
 def readme_lan_options() -> dict[str, str]:

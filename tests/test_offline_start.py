@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.sync_api import Page, expect
 
-from conftest import serve_app
+from page_driving.server import serve_app
 
 RUN_SECONDS = 60_000
 

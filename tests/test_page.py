@@ -12,21 +12,11 @@ from playwright.sync_api import Page, expect
 
 from model_backend import capture_run
 from model_backend.tokens import visible_token
+from page_driving.locators import FIGURES_BY_TAB, FIND_VIEW, PROMPT_BOX
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
-FIGURES_BY_TAB = {
-    "Block diagram": ("block_diagram",),
-    "Norms & sinks": ("norms_heatmap", "norms_lines"),
-    "Cosine similarity": ("similarity_across_layers", "similarity_within_layer", "laminar_profile"),
-    "Logit lens": ("logit_lens", "lens_target"),
-    "Logit attribution": ("logit_attribution",),
-    "Attention": ("attention_pattern", "sink_share"),
-    "Intervention": ("intervention",),
-}
 expect.set_options(timeout=20_000)  # two cores, shared with model training: drawing can take seconds
-
-FIND_VIEW = """name => Bokeh.index.query_one(view => view.model.name === name)"""
 
 TITLES = """names => names.map(name => {
     const view = Bokeh.index.query_one(v => v.model.name === name);
@@ -69,7 +59,7 @@ INJECTED_IMAGES = """() => {
 
 def run_prompt(page: Page, prompt: str, n_tokens: int) -> None:
     """Type a prompt, press Enter, and wait until the status line reports its token count."""
-    box = page.locator("input[placeholder='Type a prompt, press Enter']")
+    box = page.locator(PROMPT_BOX)
     box.fill(prompt)
     box.press("Enter")
     expect(page.locator(".status-line")).to_contain_text(f" {n_tokens} tokens ", timeout=RUN_SECONDS)
@@ -134,7 +124,7 @@ def test_a_shared_link_restores_prompt_block_and_cards(page_with_checks, browser
     second.goto(page.url)
     expect(second.locator(".status-line")).to_contain_text(" 5 tokens ", timeout=RUN_SECONDS)
     expect(second.locator(".part-card").filter(has_text="blocks.2.hook_resid_post")).to_be_visible()
-    expect(second.locator("input[placeholder='Type a prompt, press Enter']")).to_have_value("Shared links work")
+    expect(second.locator(PROMPT_BOX)).to_have_value("Shared links work")
     expect(second.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
     second.wait_for_timeout(300)
     second.close()
@@ -200,7 +190,7 @@ def test_html_in_the_prompt_stays_text(page_with_checks, tiny_model):
 
 def test_an_empty_prompt_shows_a_message_and_the_page_still_works(page_with_checks, tiny_model):
     page = page_with_checks
-    box = page.locator("input[placeholder='Type a prompt, press Enter']")
+    box = page.locator(PROMPT_BOX)
     box.fill("")
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.locator(".error-line")).to_contain_text("empty")

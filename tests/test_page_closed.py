@@ -8,7 +8,9 @@ import time
 
 from playwright.sync_api import Browser, expect
 
-from conftest import RUN_SECONDS, serve_app, wait_until_idle
+from conftest import RUN_SECONDS, wait_until_idle
+
+from page_driving.server import serve_app
 
 SESSION_ENDS_MS = "300"  # how soon the server ends a session nobody is connected to (Bokeh's default: 15 s)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from conftest import RUN_SECONDS, assert_served_cleanly, serve_app, stop_server, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, wait_until_idle
 from hf_revisions import REPO_ID, write_two_revisions
 from playwright.sync_api import Page, expect
 from test_page import ARTIFACTS, TITLES
+
+from page_driving.server import serve_app, stop_server
 
 STEP = f"{REPO_ID}@step1000"
 

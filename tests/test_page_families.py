@@ -10,12 +10,14 @@ import importlib
 from pathlib import Path
 
 import pytest
-from conftest import RUN_SECONDS, assert_served_cleanly, serve_app, stop_server, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, wait_until_idle
 from family_reference import save_tiny_family_model
 from playwright.sync_api import Page, expect
-from test_page import FIGURES_BY_TAB, PROMPT, n_tokens_of, run_prompt, show_tab
+from test_page import PROMPT, n_tokens_of, run_prompt, show_tab
 
 from model_backend import load_model
+from page_driving.locators import FIGURES_BY_TAB
+from page_driving.server import serve_app, stop_server
 
 FAMILY_CONFIGS = {name: config
                   for path in sorted(Path(__file__).parent.glob("test_family_*.py"))

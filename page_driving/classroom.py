@@ -11,23 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-from page_driver import (
-    NORMS_TAB,
-    PROMPT_BOX,
-    TIMEOUT_MS,
-    VIEWPORT,
-    launch_chromium,
-    run_until_updated,
-    show_tab,
-    type_prompt,
-    wait_until_idle,
-)
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 from transformers import AutoConfig, AutoTokenizer
 
 from layouts.diagram_parts import part_id
 from layouts.style import token_axis_labels
 from model_backend.names import full_name
+from page_driving.chromium import VIEWPORT, launch_chromium
+from page_driving.locators import NORMS_TAB, PROMPT_BOX
+from page_driving.steps import TIMEOUT_MS, run_until_updated, show_tab, type_prompt, wait_until_idle
 
 WORDS = ("the river runs past an old mill where children once played and the miller sang of harvest rain "
          "while lanterns swayed over quiet water").split()
