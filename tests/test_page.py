@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from pathlib import Path
 
 import numpy as np
 from conftest import RUN_SECONDS, wait_until_idle
+from PIL import Image
 from playwright.sync_api import Page, expect
 
 from model_backend import capture_run
@@ -78,6 +80,41 @@ def show_tab(page: Page, tab: str, n_tokens: int | None = None) -> None:
                            timeout=RUN_SECONDS)
 
 
+MARKED_PIXELS = 500  # a figure's plot area shows at least this many pixels of its marks: cells, text, lines, bars
+
+PLOT_AREA = f"""name => {{
+    const view = ({FIND_VIEW})(name);
+    view.el.scrollIntoView({{block: "center"}});
+    const canvas = view.canvas_view.el.getBoundingClientRect();
+    const frame = view.frame.bbox;
+    const inset = 4;  // the axis lines on the frame's edges are not the figure's marks
+    const top = Math.max(canvas.top + frame.top + inset, 0);
+    return {{x: canvas.left + frame.left + inset, y: top, width: frame.width - 2 * inset,
+             height: Math.min(canvas.top + frame.bottom - inset, window.innerHeight) - top}};
+}}"""
+
+
+def marked_pixels(page: Page, name: str) -> int:
+    """How many pixels of the named figure's plot area, as it is on screen, are coloured or dark: its marks (cells,
+    boxes, lines, bars, text in cells) count, its white background and light grey grid lines do not."""
+    png = page.screenshot(clip=page.evaluate(PLOT_AREA, name))
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return int(((pixels.max(axis=2) - pixels.min(axis=2) > 40) | (pixels.min(axis=2) < 200)).sum())
+
+
+def assert_the_tab_shows_the_run(page: Page, tab: str, n_tokens: int) -> None:
+    """What a person sees on the open tab: every figure's title names the run's token count (the block diagram's,
+    its architecture), and every figure's plot area shows its marks, not a blank canvas."""
+    names = list(FIGURES_BY_TAB[tab])
+    for name, title in zip(names, page.evaluate(TITLES, names)):
+        if name == "block_diagram":
+            assert "architecture" in title, (name, title)
+        else:
+            assert re.search(rf"(^|\D){n_tokens} tokens", title), (name, title)
+        marked = marked_pixels(page, name)
+        assert marked >= MARKED_PIXELS, (name, marked)
+
+
 def test_a_run_updates_every_view(page_with_checks, tiny_model):
     page = page_with_checks
     expect(page.locator(".model-report")).to_contain_text("gpt2: not cached")
@@ -87,6 +124,8 @@ def test_a_run_updates_every_view(page_with_checks, tiny_model):
     for tab in FIGURES_BY_TAB:
         show_tab(page, tab, n_tokens)
         page.screenshot(path=ARTIFACTS / f"page-{tab.lower().replace(' ', '-').replace('&', 'and')}.png")
+        page.mouse.move(0, 0)  # no tooltip over the figures
+        assert_the_tab_shows_the_run(page, tab, n_tokens)
     show_tab(page, "Block diagram")
 
 
