@@ -17,3 +17,10 @@ PROMPT_BOX_PLACEHOLDER = "Type a prompt, press Enter"
 PROMPT_BOX = f"input[placeholder='{PROMPT_BOX_PLACEHOLDER}']"
 
 FIND_VIEW = """name => Bokeh.index.query_one(view => view.model.name === name)"""
+# The tick labels of a named figure's token axis ("0:<|endoftext|>", "1:The", …), in position order.
+AXIS_LABELS = f"""name => {{
+    const view = ({FIND_VIEW})(name);
+    const labels = view.model.below.find(axis => axis.major_label_overrides).major_label_overrides;
+    const entries = labels instanceof Map ? [...labels.entries()] : Object.entries(labels);
+    return entries.sort((a, b) => Number(a[0]) - Number(b[0])).map(([, text]) => String(text));
+}}"""
