@@ -12,9 +12,10 @@ from conftest import RUN_SECONDS, wait_until_idle
 from PIL import Image
 from playwright.sync_api import Page, expect
 
+from layouts.style import token_axis_labels
 from model_backend import capture_run
 from model_backend.tokens import visible_token
-from page_driving.locators import FIGURES_BY_TAB, FIND_VIEW, PROMPT_BOX
+from page_driving.locators import AXIS_LABELS, FIGURES_BY_TAB, FIND_VIEW, PROMPT_BOX
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
@@ -216,13 +217,17 @@ def test_html_in_the_prompt_stays_text(page_with_checks, tiny_model):
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     prompt = "<img src=x onerror=alert(1)> and <b>bold</b>"
-    n_tokens = n_tokens_of(tiny_model, prompt)
-    run_prompt(page, prompt, n_tokens)
+    run = capture_run(tiny_model, prompt, bos=True)
+    run_prompt(page, prompt, run.seq_len)
     show_tab(page, "Block diagram")
     click_part(page, "token_embeddings")
     expect(page.locator(".part-card").filter(has_text="token_embeddings")).to_be_visible()
     for tab in ("Norms & sinks", "Cosine similarity", "Logit lens"):  # the tabs that put tokens in HTML
-        show_tab(page, tab, n_tokens)
+        show_tab(page, tab, run.seq_len)
+        if tab == "Norms & sinks":  # the prompt's markup is read as its tokens' text on the tokens axis
+            labels = page.evaluate(AXIS_LABELS, "norms_heatmap")
+            assert labels == list(token_axis_labels(run.tokens).values()) and "1:<" in labels, labels
+    expect(page.locator(PROMPT_BOX)).to_have_value(prompt)
     assert page.evaluate(INJECTED_IMAGES) == 0
     assert not dialogs
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import RUN_SECONDS, assert_served_cleanly, wait_until_idle
 from family_reference import save_tiny_family_model
 from playwright.sync_api import Page, expect
-from test_page import PROMPT, n_tokens_of, run_prompt, show_tab
+from test_page import PROMPT, TITLES, assert_the_tab_shows_the_run, n_tokens_of, run_prompt, show_tab
 
 from model_backend import load_model
 from page_driving.locators import FIGURES_BY_TAB
@@ -27,7 +27,8 @@ FAMILY_CONFIGS = {name: config
 @pytest.mark.parametrize("family_name", FAMILY_CONFIGS)
 def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
     folder = save_tiny_family_model(tmp_path / "model", FAMILY_CONFIGS[family_name])
-    n_tokens = n_tokens_of(load_model(str(folder)), PROMPT)
+    model = load_model(str(folder))
+    n_tokens = n_tokens_of(model, PROMPT)
     process, app = serve_app(str(folder), tmp_path / "server.log")
     errors = []
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
@@ -39,6 +40,10 @@ def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
         run_prompt(page, PROMPT, n_tokens)
         for tab in FIGURES_BY_TAB:
             show_tab(page, tab, n_tokens)
+            page.mouse.move(0, 0)  # no tooltip over the figures
+            assert_the_tab_shows_the_run(page, tab, n_tokens)
+        [diagram_title] = page.evaluate(TITLES, ["block_diagram"])
+        assert diagram_title.startswith(f"{model.family.name} architecture · "), diagram_title
         wait_until_idle(page)
         page.close()
     finally:
