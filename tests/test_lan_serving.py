@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shlex
@@ -10,6 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from conftest import run_coroutine
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
@@ -34,7 +34,7 @@ def websocket_status(url: str, origin: str) -> int:
             return refused.code
         connection.close()
         return 101
-    return asyncio.run(connect())
+    return run_coroutine(connect())
 
 
 @pytest.fixture(scope="module")
