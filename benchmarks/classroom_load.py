@@ -19,12 +19,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from classroom_sessions import run_classroom, session_plans
-from page_driver import MODEL_SHAPES, save_gpt2_shaped, served, tracebacks_in
-from script_sessions import script_classroom
+from served_models import MODEL_SHAPES, save_gpt2_shaped, served, tracebacks_in
 
 from model_backend import load_model
 from model_backend.model_names import SMOLLM2
+from page_driving.classroom import run_classroom, session_plans
+from page_driving.script_classroom import script_classroom
 
 TARGET_P95_SECONDS = {"demo-gpt2": 3.0, "gpt2-small": 6.0, SMOLLM2: 6.0}
 

@@ -12,8 +12,6 @@ import argparse
 import json
 import os
 import random
-import signal
-import sys
 import threading
 import time
 import urllib.error
@@ -23,9 +21,8 @@ from urllib.parse import urlencode
 
 from playwright.sync_api import sync_playwright
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-from conftest import CHROMIUM, CHROMIUM_ARGS, serve_app  # noqa: E402
+from page_driving.chromium import CHROMIUM, CHROMIUM_ARGS
+from page_driving.server import REPO_ROOT, serve_app, stop_server
 
 PAYLOADS = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"'><svg onload=alert(1)>", "²", "٣",
             "true", "-1", "9" * 300, "1e309", "NaN", "{", "[", "null", "\u202e", "\ud800", "😀" * 50, "%00", "")
@@ -138,8 +135,7 @@ def main() -> None:
             browser.close()
     finally:
         probe.running = False
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
+        stop_server(process)
     log = app.log_without_closed_tab_reports()
     print(f"states fetched: {len(states)} in {fetched_seconds:.0f} s ({refused} refused by Tornado, such as over-long "
           f"URLs); browser sample: {min(BROWSER_SAMPLE, len(states))}")

@@ -11,10 +11,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from page_driver import REPO, TIMEOUT_MS, launch_chromium, served, wait_until_idle
 from playwright.async_api import Page, async_playwright
+from served_models import served
 
 from model_backend.model_names import SMOLLM2
+from page_driving.chromium import launch_chromium
+from page_driving.server import REPO_ROOT
+from page_driving.steps import TIMEOUT_MS, wait_until_idle
 
 VIEWPORT = {"width": 1024, "height": 768}
 LESSON_STEPS = 6
@@ -58,7 +61,7 @@ async def take(url: str, out: Path) -> list[Path]:
 
 
 def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "assets" / "screenshots"
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT / "assets" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder, served(SMOLLM2, Path(folder) / "server.log") as app:
         for path in asyncio.run(take(app.url, out)):

@@ -27,31 +27,17 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
-from page_driver import (
-    FIGURES_BY_TAB,
-    FIND_VIEW,
-    MODEL_SHAPES,
-    NORMS_TAB,
-    POLL_MS,
-    TIMEOUT_MS,
-    VIEWPORT,
-    launch_chromium,
-    repeated_words,
-    run_until_updated,
-    save_gpt2_shaped,
-    served,
-    show_tab,
-    tracebacks_in,
-    type_prompt,
-    wait_drawn,
-    wait_until_idle,
-)
 from playwright.async_api import Browser, Page, async_playwright, expect
+from served_models import MODEL_SHAPES, repeated_words, save_gpt2_shaped, served, tracebacks_in
 
 from layouts.logit_lens_view import VISIBLE_POSITIONS as LENS_VISIBLE_POSITIONS
 from layouts.state import DEFAULT_PROMPT
 from model_backend import load_model
 from model_backend.tokens import encode_prompt
+from page_driving.chromium import VIEWPORT, launch_chromium
+from page_driving.locators import FIGURES_BY_TAB, FIND_VIEW, NORMS_TAB
+from page_driving.steps import (POLL_MS, TIMEOUT_MS, run_until_updated, show_tab, type_prompt, wait_drawn,
+                                wait_until_idle)
 
 LENS_TAB = "Logit lens"
 SHOW_FIRST_LENS_POSITIONS = f"""n => {{

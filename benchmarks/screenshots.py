@@ -11,8 +11,12 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from page_driver import REPO, launch_chromium, served, wait_until_idle
 from playwright.async_api import async_playwright
+from served_models import served
+
+from page_driving.chromium import launch_chromium
+from page_driving.server import REPO_ROOT
+from page_driving.steps import wait_until_idle
 
 TABS = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Attention",
         "Intervention")
@@ -57,7 +61,7 @@ async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="HuggingFaceTB/SmolLM2-135M-Instruct")
-    parser.add_argument("--out", default=str(REPO / "assets" / "screenshots"))
+    parser.add_argument("--out", default=str(REPO_ROOT / "assets" / "screenshots"))
     parser.add_argument("--width", type=int, default=1366)
     parser.add_argument("--height", type=int, default=768)
     parser.add_argument("--query", default="?pinned=%5B%22block.3%22%5D", help="URL query the page opens with")

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tiny_models import save_tiny_gpt2, save_tiny_llama  # noqa: E402
-
 from model_backend import LoadedModel, capture_run, load_model  # noqa: E402
+from page_driving.tiny_models import save_tiny_gpt2, save_tiny_llama  # noqa: E402
 from viz_app.settings import configured_compute  # noqa: E402
 
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
@@ -60,28 +57,15 @@ def run(loaded):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Browser tests (tests/test_page.py): the system chromium, and a `panel serve viz_app` on a tiny GPT-2.
-# Owned by the page's author; add other fixtures in their own section below.
+# Browser tests (tests/test_page.py): the system chromium, and a `panel serve viz_app` on a tiny GPT-2, both
+# from page_driving (which the benchmarks drive too). Owned by the page's author; add other fixtures in their own
+# section below.
 # ---------------------------------------------------------------------------------------------------------------
-
-import re  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
 
 from playwright.sync_api import Page, expect  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SERVER_START_SECONDS = 120
-# Tornado's report of a browser tab that closed while a message to it was in flight: not the app's failure.
-CLOSED_TAB_REPORT = re.compile(r"Task exception was never retrieved\nfuture: <Task finished name='[^']*' "
-                               r"coro=<WebSocketProtocol13\.write_message.*?tornado\.websocket\.WebSocketClosedError\n",
-                               re.DOTALL)
+from page_driving.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
+from page_driving.server import ServedApp, serve_app, stop_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -93,56 +77,7 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     """The projector's size."""
-    return {**browser_context_args, "viewport": {"width": 1366, "height": 768}}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class ServedApp:
-    """A running ``panel serve viz_app`` and its log."""
-
-    def __init__(self, url: str, log_path: Path):
-        self.url = url
-        self.log_path = log_path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def log_without_closed_tab_reports(self) -> str:
-        return CLOSED_TAB_REPORT.sub("", self.log())
-
-
-def serve_app(models: str | None, log_path: Path, *, warm: bool = True, server_options: tuple[str, ...] = (),
-              port: int | None = None, environment: dict[str, str] | None = None) -> tuple[subprocess.Popen, ServedApp]:
-    """Start the server in its own process group on a free port and wait for /liveness.
-
-    ``models`` None serves the default list, as ``panel serve viz_app`` does on a fresh clone; ``warm`` loads them
-    before the first visitor; ``server_options`` go to ``panel serve`` as they are; ``port`` is a free one unless
-    given; ``environment`` adds variables.
-    """
-    port = port or free_port()
-    command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness", *server_options]
-    if warm:
-        command.append("--warm")
-    if models is not None:
-        command += ["--args", "--models", models]
-    log_file = log_path.open("w")
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
-                               env={**os.environ, "HF_HUB_OFFLINE": "1", **(environment or {})},
-                               start_new_session=True)
-    deadline = time.monotonic() + SERVER_START_SECONDS
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=1):
-                return process, ServedApp(f"http://127.0.0.1:{port}/viz_app", log_path)
-        except OSError:
-            time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGTERM)
-    raise RuntimeError(f"panel serve did not start:\n{log_path.read_text()}")
+    return {**browser_context_args, "viewport": VIEWPORT}
 
 
 @pytest.fixture(scope="module")
@@ -154,12 +89,6 @@ def served_app(tiny_gpt2_dir, tmp_path_factory):
     yield app
     stop_server(process)
     assert_served_cleanly(app)
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    """Stop a served app with its whole process group."""
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=10)
 
 
 def assert_served_cleanly(app: ServedApp, browser_errors: list[str] = ()) -> None:

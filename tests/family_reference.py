@@ -14,10 +14,9 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from tiny_models import GPT2_TOKENIZER, randomize_norms_and_biases
-
 from model_backend import capture_run, load_model
 from model_backend.names import full_name, parse_full_name
+from page_driving.tiny_models import GPT2_TOKENIZER, randomize_norms_and_biases
 
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
 TINY_SHAPE = dict(hidden_size=48, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from conftest import PROMPT
-from tiny_models import save_tiny_llama
 
 from model_backend import capture_run, load_model
 from model_backend.names import ALL_VALUES, RESIDUAL_SUBLAYER_ORDER
+from page_driving.tiny_models import save_tiny_llama
 
 
 def test_vocabulary_order_is_pinned():

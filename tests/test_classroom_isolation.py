@@ -5,15 +5,12 @@ benchmarks/classroom_load.py; both drive the same code."""
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from conftest import run_coroutine
 
-from classroom_sessions import run_classroom, session_plans  # noqa: E402
-from conftest import run_coroutine  # noqa: E402
-from script_sessions import script_classroom  # noqa: E402
+from page_driving.classroom import run_classroom, session_plans
+from page_driving.script_classroom import script_classroom
 
 N_SESSIONS = 5
 

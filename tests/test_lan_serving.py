@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shlex
@@ -10,9 +9,11 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, free_port, serve_app
+from conftest import run_coroutine
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
+
+from page_driving.server import REPO_ROOT, free_port, serve_app
 
 
 def readme_lan_options() -> dict[str, str]:
@@ -33,7 +34,7 @@ def websocket_status(url: str, origin: str) -> int:
             return refused.code
         connection.close()
         return 101
-    return asyncio.run(connect())
+    return run_coroutine(connect())
 
 
 @pytest.fixture(scope="module")

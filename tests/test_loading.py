@@ -17,11 +17,11 @@ from transformers import AutoModelForCausalLM
 from conftest import PROMPT
 from hf_revisions import COMMITS, REPO_ID, write_two_revisions
 from huggingface_hub import constants as hub_constants
-from tiny_models import save_tiny_gpt2
 
 from model_backend import (ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError, capture_run,
                            load_model)
 from model_backend.export import run_metadata
+from page_driving.tiny_models import save_tiny_gpt2
 
 
 def test_local_folder_loads_float32_eager_in_eval_mode(gpt2, tiny_gpt2_dir):

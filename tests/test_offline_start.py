@@ -3,14 +3,12 @@ shipped demo model and says why not GPT-2 and why not SmolLM2."""
 
 from __future__ import annotations
 
-import os
-import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from conftest import serve_app
+from page_driving.server import serve_app, stop_server
 
 RUN_SECONDS = 60_000
 
@@ -22,9 +20,8 @@ def default_app(tmp_path_factory):
     process, app = serve_app(None, tmp_path_factory.mktemp("default-server") / "server.log",
                              environment=no_package_index)
     yield app
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=10)
-    assert "Traceback" not in app.log(), app.log()
+    stop_server(process)
+    assert "Traceback" not in app.log_without_closed_tab_reports(), app.log()
 
 
 def test_offline_page_opens_on_the_demo_model(page: Page, default_app):

@@ -2,31 +2,24 @@
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from pathlib import Path
 
 import numpy as np
 from conftest import RUN_SECONDS, wait_until_idle
+from PIL import Image
 from playwright.sync_api import Page, expect
 
+from layouts.style import token_axis_labels
 from model_backend import capture_run
 from model_backend.tokens import visible_token
+from page_driving.locators import AXIS_LABELS, FIGURES_BY_TAB, FIND_VIEW, PROMPT_BOX
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
-FIGURES_BY_TAB = {
-    "Block diagram": ("block_diagram",),
-    "Norms & sinks": ("norms_heatmap", "norms_lines"),
-    "Cosine similarity": ("similarity_across_layers", "similarity_within_layer", "laminar_profile"),
-    "Logit lens": ("logit_lens", "lens_target"),
-    "Logit attribution": ("logit_attribution",),
-    "Attention": ("attention_pattern", "sink_share"),
-    "Intervention": ("intervention",),
-}
 expect.set_options(timeout=20_000)  # two cores, shared with model training: drawing can take seconds
-
-FIND_VIEW = """name => Bokeh.index.query_one(view => view.model.name === name)"""
 
 TITLES = """names => names.map(name => {
     const view = Bokeh.index.query_one(v => v.model.name === name);
@@ -69,7 +62,7 @@ INJECTED_IMAGES = """() => {
 
 def run_prompt(page: Page, prompt: str, n_tokens: int) -> None:
     """Type a prompt, press Enter, and wait until the status line reports its token count."""
-    box = page.locator("input[placeholder='Type a prompt, press Enter']")
+    box = page.locator(PROMPT_BOX)
     box.fill(prompt)
     box.press("Enter")
     expect(page.locator(".status-line")).to_contain_text(f" {n_tokens} tokens ", timeout=RUN_SECONDS)
@@ -88,6 +81,41 @@ def show_tab(page: Page, tab: str, n_tokens: int | None = None) -> None:
                            timeout=RUN_SECONDS)
 
 
+MARKED_PIXELS = 500  # a figure's plot area shows at least this many pixels of its marks: cells, text, lines, bars
+
+PLOT_AREA = f"""name => {{
+    const view = ({FIND_VIEW})(name);
+    view.el.scrollIntoView({{block: "center"}});
+    const canvas = view.canvas_view.el.getBoundingClientRect();
+    const frame = view.frame.bbox;
+    const inset = 4;  // the axis lines on the frame's edges are not the figure's marks
+    const top = Math.max(canvas.top + frame.top + inset, 0);
+    return {{x: canvas.left + frame.left + inset, y: top, width: frame.width - 2 * inset,
+             height: Math.min(canvas.top + frame.bottom - inset, window.innerHeight) - top}};
+}}"""
+
+
+def marked_pixels(page: Page, name: str) -> int:
+    """How many pixels of the named figure's plot area, as it is on screen, are coloured or dark: its marks (cells,
+    boxes, lines, bars, text in cells) count, its white background and light grey grid lines do not."""
+    png = page.screenshot(clip=page.evaluate(PLOT_AREA, name))
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return int(((pixels.max(axis=2) - pixels.min(axis=2) > 40) | (pixels.min(axis=2) < 200)).sum())
+
+
+def assert_the_tab_shows_the_run(page: Page, tab: str, n_tokens: int) -> None:
+    """What a person sees on the open tab: every figure's title names the run's token count (the block diagram's,
+    its architecture), and every figure's plot area shows its marks, not a blank canvas."""
+    names = list(FIGURES_BY_TAB[tab])
+    for name, title in zip(names, page.evaluate(TITLES, names)):
+        if name == "block_diagram":
+            assert "architecture" in title, (name, title)
+        else:
+            assert re.search(rf"(^|\D){n_tokens} tokens", title), (name, title)
+        marked = marked_pixels(page, name)
+        assert marked >= MARKED_PIXELS, (name, marked)
+
+
 def test_a_run_updates_every_view(page_with_checks, tiny_model):
     page = page_with_checks
     expect(page.locator(".model-report")).to_contain_text("gpt2: not cached")
@@ -97,6 +125,8 @@ def test_a_run_updates_every_view(page_with_checks, tiny_model):
     for tab in FIGURES_BY_TAB:
         show_tab(page, tab, n_tokens)
         page.screenshot(path=ARTIFACTS / f"page-{tab.lower().replace(' ', '-').replace('&', 'and')}.png")
+        page.mouse.move(0, 0)  # no tooltip over the figures
+        assert_the_tab_shows_the_run(page, tab, n_tokens)
     show_tab(page, "Block diagram")
 
 
@@ -134,7 +164,7 @@ def test_a_shared_link_restores_prompt_block_and_cards(page_with_checks, browser
     second.goto(page.url)
     expect(second.locator(".status-line")).to_contain_text(" 5 tokens ", timeout=RUN_SECONDS)
     expect(second.locator(".part-card").filter(has_text="blocks.2.hook_resid_post")).to_be_visible()
-    expect(second.locator("input[placeholder='Type a prompt, press Enter']")).to_have_value("Shared links work")
+    expect(second.locator(PROMPT_BOX)).to_have_value("Shared links work")
     expect(second.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
     second.wait_for_timeout(300)
     second.close()
@@ -187,20 +217,24 @@ def test_html_in_the_prompt_stays_text(page_with_checks, tiny_model):
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     prompt = "<img src=x onerror=alert(1)> and <b>bold</b>"
-    n_tokens = n_tokens_of(tiny_model, prompt)
-    run_prompt(page, prompt, n_tokens)
+    run = capture_run(tiny_model, prompt, bos=True)
+    run_prompt(page, prompt, run.seq_len)
     show_tab(page, "Block diagram")
     click_part(page, "token_embeddings")
     expect(page.locator(".part-card").filter(has_text="token_embeddings")).to_be_visible()
     for tab in ("Norms & sinks", "Cosine similarity", "Logit lens"):  # the tabs that put tokens in HTML
-        show_tab(page, tab, n_tokens)
+        show_tab(page, tab, run.seq_len)
+        if tab == "Norms & sinks":  # the prompt's markup is read as its tokens' text on the tokens axis
+            labels = page.evaluate(AXIS_LABELS, "norms_heatmap")
+            assert labels == list(token_axis_labels(run.tokens).values()) and "1:<" in labels, labels
+    expect(page.locator(PROMPT_BOX)).to_have_value(prompt)
     assert page.evaluate(INJECTED_IMAGES) == 0
     assert not dialogs
 
 
 def test_an_empty_prompt_shows_a_message_and_the_page_still_works(page_with_checks, tiny_model):
     page = page_with_checks
-    box = page.locator("input[placeholder='Type a prompt, press Enter']")
+    box = page.locator(PROMPT_BOX)
     box.fill("")
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.locator(".error-line")).to_contain_text("empty")

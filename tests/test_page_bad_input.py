@@ -11,10 +11,11 @@ from test_fuzz_prompts import CODE_POINTS, expected_refusal, random_character, r
 from conftest import RUN_SECONDS, wait_until_idle
 from test_page import ARTIFACTS, INJECTED_IMAGES, n_tokens_of, run_prompt
 
+from page_driving.locators import PROMPT_BOX
+
 SEED = 11
 N_PROMPTS = 20
 INJECTION = "<img src=x onerror=alert(1)>"
-PROMPT_BOX = "input[placeholder='Type a prompt, press Enter']"
 
 
 def thousand_code_points(rng: random.Random) -> str:

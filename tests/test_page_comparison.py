@@ -7,12 +7,29 @@ import re
 
 from urllib.parse import quote
 
-from conftest import RUN_SECONDS, assert_served_cleanly, serve_app, stop_server, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, wait_until_idle
 from hf_revisions import REPO_ID, write_two_revisions
 from playwright.sync_api import Page, expect
-from test_page import ARTIFACTS, TITLES
+from test_page import ARTIFACTS, MARKED_PIXELS, TITLES, marked_pixels
+
+from page_driving.locators import FIND_VIEW
+from page_driving.server import serve_app, stop_server
 
 STEP = f"{REPO_ID}@step1000"
+HEATMAPS = ["comparison_heatmap_0", "comparison_heatmap_1"]
+SHOWN = f"""names => names.map(name => ({FIND_VIEW})(name)?.el.getBoundingClientRect().height > 0)"""
+BOTH_TITLED = f"""() => {{ const [a, b] = ({TITLES})({HEATMAPS});
+                          return a?.startsWith("{REPO_ID} · ") && b?.startsWith("{STEP} · "); }}"""
+
+
+def assert_both_heatmaps_shown(page: Page) -> None:
+    """Both revisions' heatmaps on screen, each titled with its revision's name and drawn (not a blank canvas)."""
+    assert page.evaluate(SHOWN, HEATMAPS) == [True, True]
+    first, second = page.evaluate(TITLES, HEATMAPS)
+    assert first.startswith(f"{REPO_ID} · ") and second.startswith(f"{STEP} · "), (first, second)
+    for name in HEATMAPS:
+        marked = marked_pixels(page, name)
+        assert marked >= MARKED_PIXELS, (name, marked)
 
 
 def test_the_norms_tab_shows_both_revisions_under_their_names(page: Page, tmp_path):
@@ -28,19 +45,21 @@ def test_the_norms_tab_shows_both_revisions_under_their_names(page: Page, tmp_pa
                                                              timeout=RUN_SECONDS)
         wait_until_idle(page)
         page.locator(".bk-tab", has_text="Norms & sinks").click()
-        names = ["comparison_heatmap_0", "comparison_heatmap_1"]
-        page.wait_for_function(f"""() => {{ const [a, b] = ({TITLES})({names});
-                                   return a?.startsWith("{REPO_ID} · ") && b?.startsWith("{STEP} · "); }}""",
-                               timeout=RUN_SECONDS)
+        page.wait_for_function(BOTH_TITLED, timeout=RUN_SECONDS)
         wait_until_idle(page)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=ARTIFACTS / "norms-comparison.png", full_page=True)
+        assert_both_heatmaps_shown(page)
         selector = page.locator("select:has(option[value='nothing'])")
         selector.select_option("nothing")
         page.wait_for_function("() => !location.search.includes('compare=')", timeout=RUN_SECONDS)
+        wait_until_idle(page)
+        assert page.evaluate(SHOWN, HEATMAPS) == [False, False]
         selector.select_option(STEP)
         page.wait_for_function("() => location.search.includes('compare=')", timeout=RUN_SECONDS)
         wait_until_idle(page)
+        page.wait_for_function(f"() => ({SHOWN})({HEATMAPS}).every(Boolean) && ({BOTH_TITLED})()", timeout=RUN_SECONDS)
+        assert_both_heatmaps_shown(page)
         page.close()
     finally:
         stop_server(process)

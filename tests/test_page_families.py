@@ -10,11 +10,13 @@ import importlib
 from pathlib import Path
 
 import pytest
-from conftest import RUN_SECONDS, assert_served_cleanly, load_as_served, serve_app, stop_server, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, load_as_served, wait_until_idle
 from family_reference import save_tiny_family_model
 from playwright.sync_api import Page, expect
-from test_page import FIGURES_BY_TAB, PROMPT, n_tokens_of, run_prompt, show_tab
+from test_page import PROMPT, TITLES, assert_the_tab_shows_the_run, n_tokens_of, run_prompt, show_tab
 
+from page_driving.locators import FIGURES_BY_TAB
+from page_driving.server import serve_app, stop_server
 
 FAMILY_CONFIGS = {name: config
                   for path in sorted(Path(__file__).parent.glob("test_family_*.py"))
@@ -24,7 +26,8 @@ FAMILY_CONFIGS = {name: config
 @pytest.mark.parametrize("family_name", FAMILY_CONFIGS)
 def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
     folder = save_tiny_family_model(tmp_path / "model", FAMILY_CONFIGS[family_name])
-    n_tokens = n_tokens_of(load_as_served(folder), PROMPT)
+    model = load_as_served(folder)
+    n_tokens = n_tokens_of(model, PROMPT)
     process, app = serve_app(str(folder), tmp_path / "server.log")
     errors = []
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
@@ -36,6 +39,10 @@ def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
         run_prompt(page, PROMPT, n_tokens)
         for tab in FIGURES_BY_TAB:
             show_tab(page, tab, n_tokens)
+            page.mouse.move(0, 0)  # no tooltip over the figures
+            assert_the_tab_shows_the_run(page, tab, n_tokens)
+        [diagram_title] = page.evaluate(TITLES, ["block_diagram"])
+        assert diagram_title.startswith(f"{model.family.name} architecture · "), diagram_title
         wait_until_idle(page)
         page.close()
     finally:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from conftest import RUN_SECONDS, wait_until_idle
 from playwright.sync_api import Page, expect
-from test_page import ARTIFACTS, FIGURES_BY_TAB, FIND_VIEW, PROMPT, n_tokens_of, run_prompt, show_tab
+from test_page import ARTIFACTS, PROMPT, n_tokens_of, run_prompt, show_tab
 
 from model_backend import capture_run
 from model_backend.tokens import top_next_tokens, visible_token
+from page_driving.locators import FIGURES_BY_TAB, FIND_VIEW, PROMPT_BOX
 
 SMALL = {"width": 1024, "height": 768}
-PROMPT_BOX = "input[placeholder='Type a prompt, press Enter']"
 SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - window.innerWidth"
 
 

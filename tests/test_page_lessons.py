@@ -13,11 +13,13 @@ import pytest
 import torch
 from playwright.sync_api import Page, expect
 
-from conftest import load_as_served, serve_app
+from conftest import load_as_served
 from model_backend import (ModelNotCachedError, capture_run, detect_sinks, direct_logit_attribution, logit_lens,
                            scaling_sweep, token_across_layers, tokens_within_layer)
 from model_backend.model_names import SMOLLM2
 from model_backend.tokens import visible_token
+from page_driving.locators import PROMPT_BOX
+from page_driving.server import serve_app
 
 FRANCE = "The capital of France is"
 STEP_SECONDS = 240_000  # milliseconds a step's text may take to fill (SmolLM2's sweep is 30 passes on 2 cores)
@@ -180,6 +182,6 @@ def test_the_lens_lesson_sets_the_france_prompt_and_runs_it(page: Page, lesson_a
     expect(page.locator(".status-line")).to_contain_text(" 2 tokens ", timeout=STEP_SECONDS)
     page.get_by_role("button", name="Next ▶").click()
     expect(page.locator(".status-line")).to_contain_text(f" {france.seq_len} tokens ", timeout=STEP_SECONDS)
-    expect(page.locator("input[placeholder='Type a prompt, press Enter']")).to_have_value(FRANCE)
+    expect(page.locator(PROMPT_BOX)).to_have_value(FRANCE)
     expect(page.locator(".lesson-text[data-step='4']")).to_contain_text(f"{prediction} first comes out on top",
                                                                         timeout=STEP_SECONDS)

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from conftest import serve_app
 from model_backend import ModelNotCachedError, capture_run, detect_sinks, load_model, logit_lens, residual_norms
 from model_backend.model_names import SMOLLM2, SMOLLM2_COPY
 from model_backend.norms import attention_share_received, norm_ratios
 from model_backend.package_index import MARKER, prepared_folder
+from page_driving.server import serve_app
 
 FRANCE = "The capital of France is"
 PAGE_SECONDS = 120_000

@@ -23,8 +23,9 @@ from bokeh.events import ButtonClick, DocumentReady, Event
 from bokeh.models import Button, ImportedStyleSheet, Tabs, TextInput
 from panel.models.location import Location
 from panel.models.markup import HTML
-from classroom_sessions import SessionOutcome, SessionPlan
-from page_driver import FIGURES_BY_TAB, NORMS_TAB, PROMPT_BOX_PLACEHOLDER
+
+from page_driving.classroom import SessionOutcome, SessionPlan
+from page_driving.locators import FIGURES_BY_TAB, NORMS_TAB, PROMPT_BOX_PLACEHOLDER
 
 TIMEOUT_SECONDS = 300
 CARD_TAB = "Block diagram"

@@ -1,4 +1,5 @@
-"""Tiny random-init checkpoints saved with ``save_pretrained``, loaded by the tests through the real loading code.
+"""Tiny random-init checkpoints saved with ``save_pretrained``, loaded by the tests (and served by the benchmarks)
+through the real loading code.
 
 Every norm gets a gain other than 1 and a non-zero bias, and every linear layer a non-zero bias where it has one,
 so a value read before a norm's affine step, or a missed bias, cannot pass for the right one.

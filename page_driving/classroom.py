@@ -11,23 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-from page_driver import (
-    NORMS_TAB,
-    PROMPT_BOX,
-    TIMEOUT_MS,
-    VIEWPORT,
-    launch_chromium,
-    run_until_updated,
-    show_tab,
-    type_prompt,
-    wait_until_idle,
-)
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 from transformers import AutoConfig, AutoTokenizer
 
 from layouts.diagram_parts import part_id
 from layouts.style import token_axis_labels
 from model_backend.names import full_name
+from page_driving.chromium import VIEWPORT, launch_chromium
+from page_driving.locators import AXIS_LABELS, NORMS_TAB, PROMPT_BOX
+from page_driving.steps import TIMEOUT_MS, run_until_updated, show_tab, type_prompt, wait_until_idle
 
 WORDS = ("the river runs past an old mill where children once played and the miller sang of harvest rain "
          "while lanterns swayed over quiet water").split()
@@ -35,13 +27,6 @@ WORDS = ("the river runs past an old mill where children once played and the mil
 PINNABLE_KINDS = (("block", ("layer_input", "layer_output")), ("attention_norm", ("layer_input",)),
                   ("attention", ("attention_output", "attention_probabilities")), ("mlp_norm", ("layer_mid",)),
                   ("mlp", ("mlp_output",)))
-
-AXIS_LABELS = """name => {
-    const view = Bokeh.index.query_one(v => v.model.name === name);
-    const labels = view.model.below.find(axis => axis.major_label_overrides).major_label_overrides;
-    const entries = labels instanceof Map ? [...labels.entries()] : Object.entries(labels);
-    return entries.sort((a, b) => Number(a[0]) - Number(b[0])).map(([, text]) => String(text));
-}"""
 
 
 @dataclass(frozen=True)
