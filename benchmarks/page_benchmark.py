@@ -34,6 +34,7 @@ from layouts.logit_lens_view import VISIBLE_POSITIONS as LENS_VISIBLE_POSITIONS
 from layouts.state import DEFAULT_PROMPT
 from model_backend import load_model
 from model_backend.tokens import encode_prompt
+from viz_app.settings import configured_compute
 from page_driving.chromium import VIEWPORT, launch_chromium
 from page_driving.locators import FIGURES_BY_TAB, FIND_VIEW, NORMS_TAB
 from page_driving.steps import (POLL_MS, TIMEOUT_MS, run_until_updated, show_tab, type_prompt, wait_drawn,
@@ -203,7 +204,8 @@ def main() -> None:
         if [forward[prompt][0] for prompt in prompts[1:]] != lengths:
             raise ValueError("'word word …' prompts did not give the requested token counts")
         print(f"{arguments.model or arguments.shape + '-shaped random GPT-2'}, torch {torch.__version__}, "
-              f"{arguments.threads} threads, median of {arguments.repeats}", flush=True)
+              f"{arguments.threads} threads, median of {arguments.repeats}; the page computes in "
+              f"{configured_compute([])['dtype']}, the plain forward in float32 eager", flush=True)
         times = asyncio.run(measure(source, Path(scratch), arguments.lengths, arguments.repeats, tabs_at,
                                     forward[DEFAULT_PROMPT][0]))
     print_table(times, dict(forward.values()))
