@@ -10,6 +10,7 @@ import pytest
 from conftest import run_coroutine
 
 from model_backend import logit_lens
+from model_backend.tokens import target_token_id
 from viz_app import session as session_module
 from viz_app import tab_jobs as tab_jobs_module
 from viz_app.lens_reading import LENS_CHUNK_POSITIONS, LENS_MARGIN_POSITIONS, LENS_TOP_K, last_unread, unread_on_screen
@@ -215,6 +216,22 @@ def test_a_lens_read_ahead_that_failed_is_read_again_where_failures_are_shown(co
     run_then_read_the_lens(controller)
     assert reads[:2] == [list(range(24, 40))] * 2 and controller.state.message == ""
     assert controller.state.lens.positions.tolist() == list(range(40))
+
+
+def test_a_run_reads_its_lens_ahead_for_the_target_it_publishes_before_the_page_applies_it(controller, monkeypatch):
+    deferred = []
+    monkeypatch.setattr(controller.publisher, "apply", deferred.append)  # a served page applies writes on a next tick
+    controller.state.target = controller.predicted_target = " Rome"  # the last run's prediction, not this run's
+
+    async def run_and_read_ahead():
+        await controller.run_prompt()
+        return controller.lens_read_ahead
+
+    ahead = run_coroutine(run_and_read_ahead())
+    for change in deferred:
+        change()
+    assert controller.state.target not in ("", " Rome")
+    assert ahead.target_id == target_token_id(controller.loaded, controller.state.target)
 
 
 def test_a_lens_read_ahead_for_another_target_is_not_used(controller, monkeypatch):

@@ -141,28 +141,29 @@ class ExplorerSession(TabJobs):
             run = analysis.run
             typed_target = state.target not in ("", self.predicted_target)
             self.predicted_target = analysis.top_prediction
+            target = state.target if typed_target else analysis.top_prediction
             self.jobs.cancel("lens", "sweep", "pattern", "attribution", "npz")
             job.publish(
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
-                pattern=None, npz_link="", target=state.target if typed_target else analysis.top_prediction,
+                pattern=None, npz_link="", target=target,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", stale="", next_tokens=analysis.next_tokens,
                 status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
                        f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
-            self.read_lens_ahead(run)
+            self.read_lens_ahead(run, target)
 
-    def read_lens_ahead(self, run: Run) -> None:
+    def read_lens_ahead(self, run: Run, target: str) -> None:
         """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
         lens tab then opens without waiting for its first matmuls, the slowest part of any tab (at 512 tokens on
         the GPT-2-small shape, click -> drawn in chromium: 0.74 s before, 0.43 s after, medians of six in one
         hour). It gives way, between two boundaries, to any job another page asks for. Nothing is shown from here;
         ``read_lens`` picks the part up when the lens is asked for (and reads it itself if this read gave way or
-        failed)."""
+        failed). ``target`` is the one the run publishes: the state has it only once the publish is applied."""
         self.lens_read_ahead = None
         if not models_idle():
             return
         try:
-            target_id = target_token_id(self.loaded, self.state.target)
+            target_id = target_token_id(self.loaded, target)
         except PromptError:
             return  # read_lens says why when the lens is asked for
         raw, positions = self.state.raw_lens, unread_on_screen(np.ones(run.seq_len, dtype=bool), None)
