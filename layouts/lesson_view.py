@@ -10,6 +10,17 @@ import panel as pn
 from .lesson_text import LESSON_TITLES
 from .state import ExplorerState
 
+# Back, next and end: labelled in full on a wide screen; in presenter mode the larger text leaves the title one line
+# beside three short buttons (the end button keeps its name as a tooltip).
+BUTTONS = {False: (("◀ Back", 110), ("Next ▶", 110), ("End lessons", 130)),
+           True: (("◀", 56), ("Next ▶", 110), ("✕", 56))}
+# Styles inside the title's and text's own panes (the page's stylesheet does not reach into a pane). In presenter
+# mode the text scrolls in a box of under a quarter of the screen's height: with its title row, the sticky panel
+# leaves two thirds of a 768-pixel screen to the figures it talks about.
+LESSON_CSS = {False: ".lesson-title { font-size: 22px; margin: 6px 0; } .lesson-text p { margin: 4px 0; }",
+              True: ".lesson-title { font-size: 20px; margin: 4px 0; } .lesson-text p { margin: 4px 0; } "
+                    ".lesson-text { max-height: 22vh; overflow-y: auto; }"}
+
 
 def lesson_heading(step: int) -> str:
     if not step:
@@ -33,17 +44,21 @@ class LessonPanel(pn.viewable.Viewer):
         on = state.param.lesson.rx() > 0
         start = pn.widgets.Button(label="▶ Lessons: what the residual stream shows", button_type="success",
                                   visible=state.param.lesson.rx() == 0, width=420)
-        back = pn.widgets.Button(label="◀ Back", width=110, disabled=state.param.lesson.rx() <= 1)
-        forward = pn.widgets.Button(label="Next ▶", button_type="primary", width=110,
+        (back_label, back_width), (next_label, next_width), (end_label, end_width) = BUTTONS[state.presenter]
+        back = pn.widgets.Button(label=back_label, width=back_width, disabled=state.param.lesson.rx() <= 1,
+                                 description="the previous lesson")
+        forward = pn.widgets.Button(label=next_label, button_type="primary", width=next_width,
                                     disabled=state.param.lesson.rx() >= last)
-        end = pn.widgets.Button(label="End lessons", width=130)
+        end = pn.widgets.Button(label=end_label, width=end_width, description="End lessons")
         start.on_click(lambda _event: self.open(1))
         back.on_click(lambda _event: self.open(max(state.lesson - 1, 1)))
         forward.on_click(lambda _event: self.open(min(state.lesson + 1, last)))
         end.on_click(lambda _event: self.open(0))
-        heading = pn.pane.HTML(pn.bind(lesson_heading, state.param.lesson), sizing_mode="stretch_width")
+        styles = [LESSON_CSS[state.presenter]]
+        heading = pn.pane.HTML(pn.bind(lesson_heading, state.param.lesson), sizing_mode="stretch_width",
+                               stylesheets=styles)
         body = pn.pane.HTML(pn.bind(lesson_body, state.param.lesson, state.param.lesson_text),
-                            sizing_mode="stretch_width")
+                            sizing_mode="stretch_width", stylesheets=styles)
         self._layout = pn.Column(
             start,
             pn.Column(pn.Row(heading, back, forward, end, sizing_mode="stretch_width"), body,

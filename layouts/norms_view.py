@@ -47,7 +47,7 @@ def norms_lines(*, log_scale: bool) -> tuple:
     fig.xaxis.axis_label = "position"
     fig.yaxis.axis_label = "‖residual‖"
     boundaries = LinearColorMapper(palette=Viridis256, low=0, high=1)
-    add_color_bar(fig, boundaries, "line colour: boundary (0 = embeddings)")
+    add_color_bar(fig, boundaries, "boundary (0 = embeddings)")  # short: it stands along the plot's height
     return fig, lines, sinks, boundaries
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
-from bokeh.models import ColorBar, ColumnDataSource, FactorRange, FixedTicker
+from bokeh.models import ColorBar, ColumnDataSource, FactorRange, FixedTicker, NoOverlap
 from bokeh.plotting import figure
 
 from model_backend.tokens import visible_token
@@ -28,7 +28,8 @@ TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 def readable_figure(**options) -> figure:
     """A Bokeh figure with big fonts and Bokeh's own save tool, sized for the page's main area: without a width of
     its own it takes the area's width (about 660 pixels beside the sidebar at 1024×768), so the page never scrolls
-    sideways."""
+    sideways. Each axis draws only the tick labels that have room (Bokeh's overlap policy, measured in the browser at
+    the size the labels are drawn): 30 blocks or a long prompt at a projector's font stay readable."""
     if "width" not in options:
         options.setdefault("sizing_mode", "stretch_width")
         options.setdefault("min_width", NARROW)
@@ -39,6 +40,7 @@ def readable_figure(**options) -> figure:
     for axis in (*fig.xaxis, *fig.yaxis):
         axis.axis_label_text_font_size = LABEL_SIZE
         axis.major_label_text_font_size = TICK_SIZE
+        axis.major_label_policy = NoOverlap(min_distance=6)
     return fig
 
 

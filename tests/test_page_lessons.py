@@ -72,10 +72,10 @@ def expected_numbers(loaded) -> dict[int, list[str]]:
     }
 
 
-def step_through_lessons(page: Page, url: str, expected: dict[int, list[str]]) -> None:
+def step_through_lessons(page: Page, url: str, expected: dict[int, list[str]], *, presenter: bool = False) -> None:
     """Open the page, start the lessons and check every step's title, tab and numbers, with a screenshot each."""
     page.set_viewport_size(VIEWPORT)
-    page.goto(url)
+    page.goto(url + ("?presenter=true" if presenter else ""))
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=STEP_SECONDS)
     page.get_by_role("button", name="▶ Lessons").click()
     tabs = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Intervention")
@@ -89,7 +89,9 @@ def step_through_lessons(page: Page, url: str, expected: dict[int, list[str]]) -
         expect(page.locator(".bk-tab.bk-active")).to_have_text(tabs[step - 1])
         expect(page).to_have_url(re.compile(rf"lesson={step}\b"))
         check_the_highlight(page, STEP_FIGURES[step - 1], expected["marks"][step])
-        page.screenshot(path=f"test-artifacts/lesson-{step}-{expected['name']}.png")
+        if presenter:  # the projector's larger text still leaves two thirds of the screen to the figures
+            assert page.locator(".lesson-area").bounding_box()["height"] <= VIEWPORT["height"] / 3
+        page.screenshot(path=f"test-artifacts/lesson-{step}-{expected['name']}{'-presenter' * presenter}.png")
     expect(page.get_by_role("button", name="Next ▶")).to_be_disabled()
 
 
@@ -133,11 +135,12 @@ def lesson_app(tiny_gpt2_dir, tmp_path_factory):
     assert "Traceback" not in app.log_without_closed_tab_reports(), app.log()
 
 
-def test_the_lessons_show_a_random_gpt2s_own_numbers(page: Page, lesson_app, tiny_gpt2_dir):
+@pytest.mark.parametrize("presenter", [False, True], ids=["plain", "presenter"])
+def test_the_lessons_show_a_random_gpt2s_own_numbers(page: Page, lesson_app, tiny_gpt2_dir, presenter):
     expected = {**expected_numbers(load_as_served(tiny_gpt2_dir)), "name": "random-gpt2"}
     expected[2].append("is no sink")  # trained for no steps: no sink with BOS
     os.makedirs("test-artifacts", exist_ok=True)
-    step_through_lessons(page, lesson_app.url, expected)
+    step_through_lessons(page, lesson_app.url, expected, presenter=presenter)
 
 
 def test_a_shared_link_opens_the_same_step_on_its_tab(page: Page, lesson_app):
