@@ -61,21 +61,12 @@ def run_summary(state: ExplorerState) -> pn.Column:
 def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     """The served page: the sidebar's controls and the tabs in Bootstrap's page layout.
 
-    Both are made once a browser shows the page (``pn.state.onload``): a page fetched and never opened, which the
-    server keeps 15 s, holds the template alone, a fifth of the page's objects, and every full garbage collection
-    walks the objects of every page kept.
-
     Without the template's busy spinner: Panel keeps every session's spinner in one process-wide list and sets all
     of them whenever any session's callback starts or ends, so 30 students cost 30 updates per click each. The
     sidebar's progress bar and status line say what this session is doing.
     """
-    sidebar, main = pn.Column(), pn.Column(sizing_mode="stretch_width")
-
-    def fill() -> None:
-        sidebar.objects = sidebar_controls(state)
-        main.objects = [LessonPanel(state), run_summary(state), explorer_tabs(state)]
-    pn.state.onload(fill)
-    template = pn.template.BootstrapTemplate(title=TITLE, sidebar=[sidebar], sidebar_width=SIDEBAR_WIDTH, main=[main],
+    template = pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state), sidebar_width=SIDEBAR_WIDTH,
+                                             main=[LessonPanel(state), run_summary(state), explorer_tabs(state)],
                                              busy_indicator=None)
     if state.presenter:
         template.config.raw_css.append(PRESENTER_CSS)
