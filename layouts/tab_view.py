@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import panel as pn
 import param
 from bokeh.plotting import figure
 
 from .state import ExplorerState
 from .style import enlarge_for_projector
-
-
-def model_index_rebuilt_once(document):
-    """Bokeh rebuilds a document's index of models after every change that adds or drops one (each card, figure and
-    glyph of a refresh); within this block it rebuilds it once, at the end. Nothing to rebuild without a document."""
-    return document.models.freeze() if document is not None else nullcontext()
 
 
 class TabView(pn.viewable.Viewer):
@@ -78,7 +70,7 @@ class TabView(pn.viewable.Viewer):
         if not (self._stale and self.is_shown):
             return
         self._stale = False
-        with pn.io.unlocked(), model_index_rebuilt_once(pn.state.curdoc):
+        with pn.io.unlocked():
             if not self._built:
                 self._built = True
                 self.build()
