@@ -12,6 +12,8 @@ from .diagram_parts import parse_part_id
 from .highlight import marks_for, part_boxes, show_highlight
 from .tab_view import TabView
 
+CARDS_PER_REFRESH = 4  # a card is a figure and its text: about 20 ms of the event loop to make and fill
+
 
 class DiagramView(TabView):
     """The diagram of the state's model with block ``state.layer`` open, and a card per pinned part.
@@ -61,17 +63,32 @@ class DiagramView(TabView):
 
     def show_cards(self, run) -> None:
         """Keep one card per pinned part, newest first, each filled with the current run (a part pinned twice has
-        one card)."""
+        one card).
+
+        At most ``CARDS_PER_REFRESH`` cards are made or filled per refresh, the newest first; the view asks for
+        another refresh for the rest. A link pins up to 32 cards; making them all in one call held the server's
+        event loop, every other page waiting, for up to 0.55 s in the fuzz benchmark's browser pages.
+        """
         family = self.state.family
         pinned = [p for p in dict.fromkeys(self.state.pinned) if parse_part_id(p, family, run.n_layers) is not None]
-        self.cards = {p: self.cards.get(p) or PartCard(p, family, run.n_layers, self.unpin, self.descriptions)
-                      for p in pinned}
-        for card in self.cards.values():
-            if not card.shows(run, self.state.sinks):
+        budget, cards = CARDS_PER_REFRESH, {}
+        for part_id in reversed(pinned):
+            card = self.cards.get(part_id)
+            if card is not None and card.shows(run, self.state.sinks):
+                cards[part_id] = card
+            elif budget:
+                budget -= 1
+                card = card or PartCard(part_id, family, run.n_layers, self.unpin, self.descriptions)
                 card.show(run, self.state.sinks)
-        layouts = [self.cards[p].layout for p in reversed(pinned)]
+                cards[part_id] = card
+            elif card is not None:
+                cards[part_id] = card  # still the previous run's figures, until its turn
+        self.cards = cards
+        layouts = [cards[p].layout for p in reversed(pinned) if p in cards]
         if [id(card) for card in self.card_column.objects] != [id(card) for card in layouts]:
             self.card_column.objects = layouts
+        if len(cards) < len(pinned) or not all(card.shows(run, self.state.sinks) for card in cards.values()):
+            self.request_refresh()
 
     def layout(self):
         return pn.FlexBox(self.diagram, pn.Column(self.hint, self.card_column))

@@ -10,9 +10,9 @@ from panel.io.resources import LOCAL_DIST
 
 from layouts.state import ExplorerState
 from viz_app.background import BackgroundTasks
-from viz_app.page import explorer_page
+from viz_app.page import explorer_page, serve_page
 from viz_app.settings import configured_models
-from viz_app.startup import DeferredSession
+from viz_app.startup import DeferredSession, load_models_beyond_gc, starting_up
 from viz_app.url_state import keep_choices_in_url
 from viz_app.write_queue import send_every_queued_patch
 
@@ -48,6 +48,8 @@ send_every_queued_patch()
 serve_styles_from_here(pn.state.curdoc)
 logging.getLogger("viz_app").setLevel(logging.INFO)  # the server log notes what each page's session does, as Bokeh's
 
+if starting_up():
+    load_models_beyond_gc(configured_models())
 state = ExplorerState(busy="Starting…")
 session = DeferredSession(configured_models(), state, pn.state.curdoc)
 pn.state.onload(BackgroundTasks().launcher(session.start))
@@ -56,4 +58,4 @@ if pn.state.curdoc is not None and pn.state.curdoc.session_context:  # a served 
     # Bound now: the script's globals are gone by the time a session is destroyed.
     pn.state.curdoc.on_session_destroyed(lambda _context, closed=session: closed.stop_jobs())
 
-explorer_page(state).servable()
+serve_page(explorer_page(state))

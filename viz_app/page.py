@@ -73,6 +73,16 @@ def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     return template
 
 
+def serve_page(page: pn.template.BaseTemplate) -> None:
+    """Add the page to this session's document with the document's model index rebuilt once, at the end.
+
+    Bokeh rebuilds the index of every model in a document each time a root is added, and the template adds about
+    twenty: building one page took 0.18 s of the event loop, 0.12 s with one rebuild (ten pages, one process).
+    """
+    with pn.state.curdoc.models.freeze():
+        page.servable()
+
+
 def explorer_inline(state: ExplorerState) -> pn.Row:
     """The same controls and tabs side by side, for a notebook cell (a template takes a whole browser page)."""
     return pn.Row(pn.Column(*sidebar_controls(state), width=SIDEBAR_WIDTH),
