@@ -71,7 +71,7 @@ class DiagramView(TabView):
         """
         family = self.state.family
         pinned = [p for p in dict.fromkeys(self.state.pinned) if parse_part_id(p, family, run.n_layers) is not None]
-        budget, cards = CARDS_PER_REFRESH, {}
+        budget, cards, later = CARDS_PER_REFRESH, {}, False
         for part_id in reversed(pinned):
             card = self.cards.get(part_id)
             if card is not None and card.shows(run, self.state.sinks):
@@ -81,13 +81,15 @@ class DiagramView(TabView):
                 card = card or PartCard(part_id, family, run.n_layers, self.unpin, self.descriptions)
                 card.show(run, self.state.sinks)
                 cards[part_id] = card
-            elif card is not None:
-                cards[part_id] = card  # still the previous run's figures, until its turn
+            else:
+                later = True
+                if card is not None:
+                    cards[part_id] = card  # still the previous run's figures, until its turn
         self.cards = cards
         layouts = [cards[p].layout for p in reversed(pinned) if p in cards]
         if [id(card) for card in self.card_column.objects] != [id(card) for card in layouts]:
             self.card_column.objects = layouts
-        if len(cards) < len(pinned) or not all(card.shows(run, self.state.sinks) for card in cards.values()):
+        if later:
             self.request_refresh()
 
     def layout(self):
