@@ -100,10 +100,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--states", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=19)
+    parser.add_argument("--serve-options", default="", help="options for panel serve, as the README's classroom "
+                                                            "command gives them (e.g. --check-unused-sessions 1000)")
     arguments = parser.parse_args()
     rng = random.Random(arguments.seed)
     log_path = Path("/tmp") / f"fuzz-server-{os.getpid()}.log"
-    process, app = serve_app(str(REPO_ROOT / "assets" / "demo-gpt2"), log_path)
+    process, app = serve_app(str(REPO_ROOT / "assets" / "demo-gpt2"), log_path,
+                             server_options=tuple(arguments.serve_options.split()))
     probe = LivenessProbe(app.url.rsplit("/", 1)[0] + "/liveness")
     probe.start()
     blank = refused = script_runs = 0

@@ -34,6 +34,12 @@ def lesson_body(step: int, text: str) -> str:
     return f"<div class='lesson-text' data-step='{step}'>{text or '<p>Measuring this run…</p>'}</div>"
 
 
+def lesson_area_classes(state: ExplorerState):
+    """The classes of the column that holds the lesson panel on the page: ``lesson-area`` (kept on screen above the
+    tabs, see page.css) while a lesson is open."""
+    return (state.param.lesson.rx() > 0).rx.where(["lesson-area"], [])
+
+
 class LessonPanel(pn.viewable.Viewer):
     """Starts, steps through and ends the lessons by setting ``state.lesson``; the session does the rest."""
 
@@ -63,7 +69,7 @@ class LessonPanel(pn.viewable.Viewer):
             start,
             pn.Column(pn.Row(heading, back, forward, end, sizing_mode="stretch_width"), body,
                       visible=on, css_classes=["lesson-panel"], sizing_mode="stretch_width"),
-            sizing_mode="stretch_width", css_classes=on.rx.where(["lesson-area"], []))
+            sizing_mode="stretch_width")
 
     def open(self, step: int) -> None:
         """Show step ``step`` (0: end the lessons) with its text emptied in the same change, so the page never

@@ -40,11 +40,8 @@ class ScriptSession:
         self.doc: Document = self.session.document
         self.errors: list[str] = []
         self.session._handle_patch = self.patch_applier(self.session._handle_patch)
-        self.status_line = next(text for text in self.html_texts() if "status-line" in text.text)
-        self.prompt_box = self.model(lambda m: isinstance(m, TextInput) and m.placeholder == PROMPT_BOX_PLACEHOLDER)
-        self.run_button = self.model(lambda m: isinstance(m, Button) and m.label == "Run")
         self.location = self.model(lambda m: isinstance(m, Location))
-        self.tabs = self.model(lambda m: isinstance(m, Tabs))
+        self.status_line = self.prompt_box = self.run_button = self.tabs = None  # on the page once it is shown
         self.norms_figures = []
 
     def patch_applier(self, apply):
@@ -74,6 +71,18 @@ class ScriptSession:
         if not condition():
             raise TimeoutError(f"no {what} within {TIMEOUT_SECONDS} s")
 
+    def page_found(self) -> bool:
+        """Whether the page, made once it is shown, has come: then its controls and tabs are found."""
+        try:
+            self.status_line = next(text for text in self.html_texts() if "status-line" in text.text)
+            self.prompt_box = self.model(lambda m: isinstance(m, TextInput)
+                                         and m.placeholder == PROMPT_BOX_PLACEHOLDER)
+            self.run_button = self.model(lambda m: isinstance(m, Button) and m.label == "Run")
+            self.tabs = self.model(lambda m: isinstance(m, Tabs))
+        except StopIteration:
+            return False
+        return True
+
     def model(self, predicate):
         """The document's first model that satisfies ``predicate`` (models are found once: a scan per patch would
         cost the 30 client threads more than the server's work)."""
@@ -96,6 +105,7 @@ class ScriptSession:
     def open(self) -> None:
         """Say the page is ready (which starts the session's first run), wait for it, then show the norms tab."""
         self.send(DocumentReady())
+        self.wait_until(self.page_found, "the sidebar and the tabs")
         self.wait_until(self.idle, "first run")
         self.show_tab(NORMS_TAB)
         self.wait_until(lambda: all(self.doc.select_one({"name": name}) for name in FIGURES_BY_TAB[NORMS_TAB]),

@@ -10,7 +10,7 @@ from layouts.attribution_view import AttributionView
 from layouts.controls import SIDEBAR_WIDTH, sidebar_controls
 from layouts.diagram_view import DiagramView
 from layouts.intervention_view import InterventionView
-from layouts.lesson_view import LessonPanel
+from layouts.lesson_view import LessonPanel, lesson_area_classes
 from layouts.logit_lens_view import LogitLensView
 from layouts.norms_view import NormsView
 from layouts.run_summary import next_tokens_panel, stale_banner
@@ -61,16 +61,35 @@ def run_summary(state: ExplorerState) -> pn.Column:
 def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     """The served page: the sidebar's controls and the tabs in Bootstrap's page layout.
 
+    Their contents are made once a browser shows the page: a page fetched and never opened, which the server keeps
+    until its session expires, then holds Bootstrap's template alone. Every full garbage collection walks every
+    object of every page kept, holding the event loop, so a fuzzed or crawled server with a hundred unopened pages
+    stalled every student for a second at each collection. The lesson panel's column stays a root of the main area:
+    the sticky rule and the highlight's scroll look for it there.
+
     Without the template's busy spinner: Panel keeps every session's spinner in one process-wide list and sets all
     of them whenever any session's callback starts or ends, so 30 students cost 30 updates per click each. The
     sidebar's progress bar and status line say what this session is doing.
     """
-    template = pn.template.BootstrapTemplate(title=TITLE, sidebar=sidebar_controls(state), sidebar_width=SIDEBAR_WIDTH,
-                                             main=[LessonPanel(state), run_summary(state), explorer_tabs(state)],
-                                             busy_indicator=None)
+    template = pn.template.BootstrapTemplate(
+        title=TITLE, sidebar_width=SIDEBAR_WIDTH, busy_indicator=None,
+        sidebar=[made_once_shown(lambda: sidebar_controls(state))],
+        main=[made_once_shown(lambda: [LessonPanel(state)], css_classes=lesson_area_classes(state)),
+              made_once_shown(lambda: [run_summary(state), explorer_tabs(state)])])
     if state.presenter:
         template.config.raw_css.append(PRESENTER_CSS)
     return template
+
+
+def made_once_shown(make, **options) -> pn.Column:
+    """A column, full width, that ``make()`` fills once a browser shows the page (at once outside a server).
+
+    Each column is filled in its own turn of the event loop: the sidebar, the lesson panel and the tabs made in the
+    one call that shows the page held every other student's page for up to 0.45 s.
+    """
+    column = pn.Column(sizing_mode="stretch_width", **options)
+    pn.state.onload(lambda: pn.state.execute(lambda: setattr(column, "objects", list(make())), schedule=True))
+    return column
 
 
 def serve_page(page: pn.template.BaseTemplate) -> None:
