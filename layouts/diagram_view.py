@@ -12,7 +12,7 @@ from .diagram_parts import parse_part_id
 from .highlight import marks_for, part_boxes, show_highlight
 from .tab_view import TabView
 
-CARDS_PER_REFRESH = 4  # a card is a figure and its text: about 20 ms of the event loop to make and fill
+CARDS_PER_REFRESH = 1  # a card is a figure and its text: 20-80 ms of the event loop to make and fill
 
 
 class DiagramView(TabView):
