@@ -100,8 +100,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--states", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=19)
-    parser.add_argument("--serve-options", default="", help="options for panel serve, as the README's classroom "
-                                                            "command gives them (e.g. --check-unused-sessions 1000)")
+    parser.add_argument("--serve-options", default="", help="more options for panel serve, as one string "
+                                                            "(e.g. \"--unused-session-lifetime 5000\")")
     arguments = parser.parse_args()
     rng = random.Random(arguments.seed)
     log_path = Path("/tmp") / f"fuzz-server-{os.getpid()}.log"

@@ -40,20 +40,24 @@ setTimeout(() => scroll(20), 50);
 EMPTY = {"x": [], "y": [], "width": [], "height": [], "label": [], "at": [], "label_x": [], "label_y": [], "align": []}
 
 
+def highlight_name(fig) -> str:
+    return f"{fig.name}_lesson_highlight"
+
+
 def highlight_renderer(fig):
-    """The figure's highlight boxes (renderer ``<figure>_lesson_highlight``), or None before the first highlight.
+    """The figure's highlight boxes, or None before the first highlight.
 
     Looked up among the figure's own renderers: Bokeh's ``select_one`` walks every model the figure references,
     four fifths of a Norms refresh.
     """
-    name = f"{fig.name}_lesson_highlight"
+    name = highlight_name(fig)
     return next((renderer for renderer in fig.renderers if renderer.name == name), None)
 
 
 def highlight_source(fig, scroll_to: bool) -> ColumnDataSource:
     """The source of the figure's highlight boxes, made the first time they are asked; ``scroll_to``: new marks
     scroll the page to show them."""
-    name = f"{fig.name}_lesson_highlight"
+    name = highlight_name(fig)
     renderer = highlight_renderer(fig)
     if renderer is not None:
         return renderer.data_source

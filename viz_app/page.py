@@ -88,7 +88,10 @@ def made_once_shown(make, **options) -> pn.Column:
     one call that shows the page held every other student's page for up to 0.45 s.
     """
     column = pn.Column(sizing_mode="stretch_width", **options)
-    pn.state.onload(lambda: pn.state.execute(lambda: setattr(column, "objects", list(make())), schedule=True))
+
+    def fill() -> None:
+        column.objects = list(make())
+    pn.state.onload(lambda: pn.state.execute(fill, schedule=True))
     return column
 
 
