@@ -12,7 +12,8 @@ from bokeh.models import ColumnDataSource, LinearColorMapper, LogColorMapper
 from bokeh.palettes import Viridis256, viridis
 
 from model_backend.boundaries import residual_boundaries
-from model_backend.norms import SinkReport, residual_norms
+from model_backend.norms import (ATTENTION_SHARE_THRESHOLD, NORM_RATIO_THRESHOLD, VALUE_RATIO_THRESHOLD, SinkReport,
+                                 middle_layers, residual_norms)
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
@@ -71,7 +72,19 @@ def sink_summary(run: Run, sinks: SinkReport) -> str:
         f"<td>{s.norm_ratio:.1f}×</td><td>{s.attention_share:.0%} ({s.layers_with_share}/{sinks.n_layers} layers)</td>"
         f"<td>{s.value_ratio:.2f}</td><td>{html.escape(', '.join(s.signals))}</td></tr>" for s in sinks.sinks)
     return ("<table class='sink-summary'><tr><th>position</th><th>token</th><th>norm ratio</th>"
-            "<th>attention share</th><th>value ratio</th><th>signals fired</th></tr>" + rows + "</table>")
+            "<th>attention share</th><th>value ratio</th><th>signals fired</th></tr>" + rows + "</table>"
+            + sink_columns_explained(sinks.n_layers))
+
+
+def sink_columns_explained(n_layers: int) -> str:
+    """What each column of the sink table measures and the threshold at which its signal fires."""
+    middle = middle_layers(n_layers)
+    return (f"<p class='sink-columns'><b>norm ratio</b>: the position's residual norm over the median of the other "
+            f"positions', median over blocks {middle.start}-{middle.stop - 1} (fires at ≥ {NORM_RATIO_THRESHOLD:g}×). "
+            f"<b>attention share</b>: the share of later tokens' attention landing on it, mean over heads, median over "
+            f"blocks; in brackets the blocks where it reaches {ATTENTION_SHARE_THRESHOLD:.0%} (fires in half of them "
+            f"or more). <b>value ratio</b>: its value vector's norm over the others', in the heads that attend to it "
+            f"(fires at ≤ {VALUE_RATIO_THRESHOLD:g}: much attention, little written).</p>")
 
 
 def norms_table(run: Run, norms: np.ndarray) -> pd.DataFrame:

@@ -97,6 +97,7 @@ def test_the_offline_page_opens_on_smollm2_and_labels_its_sink(page: Page, smoll
         summary = page.locator("table.sink-summary")
         expect(summary).to_contain_text("<|im_start|>", timeout=PAGE_SECONDS)
         expect(summary).to_contain_text("norm, attention, value")
+        expect(page.locator(".sink-columns")).to_contain_text("median over blocks 7-22 (fires at ≥ 4×)")
         page.locator(".bk-tab", has_text="Logit lens").click()
         expect(page.get_by_text("max |difference| = 0.00e+00", exact=False)).to_be_visible(timeout=PAGE_SECONDS)
         page.screenshot(path="test-artifacts/smollm2-offline-lens.png")
