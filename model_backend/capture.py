@@ -54,6 +54,7 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
         n_layers=loaded.n_layers,
         n_heads=loaded.n_heads,
         n_kv_heads=loaded.n_kv_heads,
+        vocab_size=loaded.module("lm_head").out_features,
         layer_value_names=tuple(n for n in loaded.family.value_reads() if VALUES_BY_NAME[n].per_layer),
         seconds=seconds,
         recompute_pattern=recorder.pattern_recomputer(),

