@@ -177,7 +177,8 @@ def lens_lesson(inputs: LessonInputs) -> str:
         found = (f"At the last token {target} first comes out on top at <b>{row_name(on_top[0])}</b> "
                  f"(p = <b>{probabilities[on_top[0]]:.2f}</b>)"
                  + stays_text(on_top[0], stays)
-                 + f"; the output gives it p = <b>{probabilities[-1]:.2f}</b>.")
+                 + (f"; the output ranks it <b>{ranks[-1]}</b> with" if ranks[-1] > 1 else "; the output gives it")
+                 + f" p = <b>{probabilities[-1]:.2f}</b>.")
     return paragraphs(reading, found)
 
 
