@@ -13,8 +13,8 @@ from .errors import BackendError
 from .export import EXPORT_TOP_K, write_npz
 from .loading import load_model
 
-MODEL_HELP = ("a model name (demo-gpt2, HuggingFaceTB/SmolLM2-135M-Instruct, google/gemma-3-270m), a Hub id (gpt2, ...) "
-              "or a local folder")
+MODEL_HELP = ("a model name (demo-gpt2, HuggingFaceTB/SmolLM2-135M-Instruct, google/gemma-3-270m), a Hub id "
+              "(gpt2, ...) or a local folder")
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
