@@ -117,3 +117,11 @@ def test_capture_leaves_no_hooks_behind(gpt2):
     before = hook_count()
     capture_run(gpt2, PROMPT)
     assert hook_count() == before
+
+
+def test_the_logits_shape_is_known_without_computing_them(loaded):
+    """A card shows the logits' shape; at a 262,144-token vocabulary every position's logits take 1 MB."""
+    fresh = capture_run(loaded, "Hello world", bos=True)
+    assert fresh.shape_of("logits") == (fresh.seq_len, loaded.config.vocab_size)
+    assert "logits" not in fresh.values
+    assert fresh.logits.shape == fresh.shape_of("logits")
