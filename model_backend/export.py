@@ -4,13 +4,16 @@ Keys are the standardized full names without a batch axis, float32 values, integ
 for the tokens (nothing pickled), plus ``logit_lens.top_ids`` / ``logit_lens.top_probs`` of shape
 [n_layers + 1, seq, k], and ``metadata``: a one-element string array, the JSON saying which model, prompt and
 packages made the file. Patterns are recomputed one layer at a time and streamed into the archive, so exporting a
-long prompt never holds every layer's pattern at once.
+long prompt never holds every layer's pattern at once; logits not read yet are computed and written a block of
+positions at a time (at a 262,144-token vocabulary they take 1 MB per position).
 """
 
 from __future__ import annotations
 
 import json
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -19,12 +22,38 @@ from typing import BinaryIO
 import numpy as np
 
 from .loading import LoadedModel
-from .lens import logit_lens
+from .lens import LOGITS_PER_MATMUL, logit_lens
 from .names import parse_full_name
 from .run import Run
 
 EXPORT_TOP_K = 10
 RECORDED_PACKAGES = ("residual-stream-explorer", "torch", "transformers", "numpy")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A float32 array written to the archive a block of rows at a time, never held whole."""
+
+    shape: tuple[int, ...]
+    read: Callable[[slice], np.ndarray]  # rows -> their values
+    rows_per_block: int
+
+
+def logit_rows(run: Run) -> Rows | np.ndarray:
+    """The run's logits: as they are if already read, else read as they are written."""
+    if "logits" in run.values:
+        return run.logits
+    shape = run.shape_of("logits")
+    return Rows(shape, run.logits_at, max(1, LOGITS_PER_MATMUL // shape[1]))
+
+
+def write_rows(member: BinaryIO, rows: Rows) -> None:
+    """An .npy file of ``rows``: numpy's header, then each block's bytes in order."""
+    np.lib.format.write_array_header_1_0(member, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                                                  "fortran_order": False, "shape": rows.shape})
+    for start in range(0, rows.shape[0], rows.rows_per_block):
+        member.write(np.ascontiguousarray(rows.read(slice(start, start + rows.rows_per_block)),
+                                          dtype=np.float32).tobytes())
 
 
 def package_version(name: str) -> str | None:
@@ -53,7 +82,10 @@ def export_arrays(loaded: LoadedModel, run: Run, *, k: int = EXPORT_TOP_K):
     yield "tokens", np.array(run.tokens, dtype=np.str_)
     for name in run.value_names():
         value, layer, _ = parse_full_name(name)
-        yield name, run.attention_probabilities(layer) if value.name == "attention_probabilities" else run[name]
+        if value.name == "attention_probabilities":
+            yield name, run.attention_probabilities(layer)
+        else:
+            yield name, logit_rows(run) if name == "logits" else run[name]
     lens = logit_lens(loaded, run, k=k)
     yield "logit_lens.top_ids", lens.top_ids
     yield "logit_lens.top_probs", lens.top_probs
@@ -64,4 +96,7 @@ def write_npz(loaded: LoadedModel, run: Run, destination: str | Path | BinaryIO,
     with zipfile.ZipFile(destination, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for key, array in export_arrays(loaded, run, k=k):
             with archive.open(f"{key}.npy", mode="w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+                if isinstance(array, Rows):
+                    write_rows(member, array)
+                else:
+                    np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)

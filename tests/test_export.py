@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from model_backend import capture_run, write_npz
+from model_backend import capture_run, export, write_npz
 
 RESIDUAL_KEYS = ("layer_input", "attention_output", "layer_mid", "mlp_output", "layer_output",
                  "attention_probabilities")
@@ -43,6 +43,18 @@ def test_npz_has_exactly_the_contract_keys(loaded, run, tmp_path):
     assert metadata["source"] == loaded.source and metadata["dtype"] == "float32"
     assert metadata["device"] == "cpu" and metadata["revision"] is None
     assert metadata["packages"]["torch"] and metadata["packages"]["transformers"] and metadata["written"]
+
+
+def test_logits_not_read_yet_are_written_a_few_positions_at_a_time(loaded, tmp_path, monkeypatch):
+    """Never held whole: at a 262,144-token vocabulary a 2,048-token run's logits take 2 GB."""
+    monkeypatch.setattr(export, "LOGITS_PER_MATMUL", 3 * loaded.config.vocab_size)  # three positions per block
+    fresh = capture_run(loaded, "The capital of France is Paris, and", bos=True)
+    write_npz(loaded, fresh, tmp_path / "run.npz", k=2)
+    assert "logits" not in fresh.values
+    with np.load(tmp_path / "run.npz", allow_pickle=False) as archive:
+        written = archive["logits"]
+    assert written.shape == (fresh.seq_len, loaded.config.vocab_size) and fresh.seq_len > 3
+    np.testing.assert_allclose(written, fresh.logits, rtol=0, atol=1e-5)
 
 
 def cli(*arguments: str) -> subprocess.CompletedProcess:
