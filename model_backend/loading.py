@@ -24,6 +24,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from .errors import ModelLoadError, ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError
 from .families import Family, family_for
+from .load_check import check_family_fits
 from .model_names import PACKAGE_INDEX_COPIES, SHIPPED_MODELS
 from .package_index import PackageIndexCopy, Progress, prepare, remove_leftovers
 
@@ -259,6 +260,5 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
     loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model), revision, matmul_dtype)
     if matmul_dtype is not None:
         readout_in_float32(model, loaded.module("lm_head"))
-    from .load_check import check_family_fits  # here: the probe's capture imports this module
     check_family_fits(loaded)
     return loaded

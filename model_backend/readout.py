@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from .loading import LoadedModel
+if TYPE_CHECKING:
+    from .loading import LoadedModel
 
 
 def logit_softcap(loaded: LoadedModel) -> float | None:
