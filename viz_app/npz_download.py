@@ -18,6 +18,7 @@ from pathlib import Path
 from panel.io.server import AuthenticatedStaticFileHandler
 
 from model_backend import LoadedModel, Run, write_npz
+from viz_app.panel_internals import tornado_application
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,10 @@ class NpzFileHandler(AuthenticatedStaticFileHandler):
 
 def serve_downloads(document) -> bool:
     """Add the downloads route to the Tornado application serving ``document``, once per application; False
-    where there is none (a notebook). It is reached through the page's websocket, the way Panel's ``unlocked``
-    reaches the sockets it writes to."""
-    session = getattr(document.session_context, "_session", None) if document is not None else None
-    sockets = [connection._socket for connection in getattr(session, "_subscribed_connections", ())]
-    if not sockets:
+    where there is none (a notebook)."""
+    application = tornado_application(document)
+    if application is None:
         return False
-    application = sockets[0].application
     if id(application) not in _served_by:
         application.add_handlers(r".*", [(rf"{DOWNLOADS_ROUTE}/(.*)", NpzFileHandler, {"path": str(DOWNLOADS)})])
         _served_by.add(id(application))

@@ -4,6 +4,7 @@ view, all bound to one session's state."""
 from __future__ import annotations
 
 import panel as pn
+from panel.io.location import Location
 
 from layouts.attention_view import AttentionView
 from layouts.attribution_view import AttributionView
@@ -95,14 +96,16 @@ def made_once_shown(make, **options) -> pn.Column:
     return column
 
 
-def serve_page(page: pn.template.BaseTemplate) -> None:
-    """Add the page to this session's document with the document's model index rebuilt once, at the end.
+def serve_page(page: pn.template.BaseTemplate, location: Location | bool = True) -> None:
+    """Add the page to this session's document, with its ``location`` (``keep_choices_in_url``'s, else Panel's own),
+    the document's model index rebuilt once, at the end.
 
     Bokeh rebuilds the index of every model in a document each time a root is added, and the template adds about
-    twenty: building one page took 0.18 s of the event loop, 0.12 s with one rebuild (ten pages, one process).
+    twenty roots: one rebuild instead of twenty shortens the event loop's hold while a page is built
+    (``benchmarks/classroom_load.py`` measures the class it holds up).
     """
     with pn.state.curdoc.models.freeze():
-        page.servable()
+        page.servable(location=location)
 
 
 def explorer_inline(state: ExplorerState) -> pn.Row:
