@@ -49,7 +49,7 @@ class DiagramView(TabView):
         if drawn_for != self.drawn_for:
             self.drawn_for = drawn_for
             self.cards.clear()
-            self.descriptions = part_descriptions(family.name, run.n_heads, run.n_kv_heads)
+            self.descriptions = part_descriptions(family, run.n_heads, run.n_kv_heads)
             self.diagram.object = block_diagram(family, run.n_layers, layer, self.state.pinned, self.pin,
                                                 self.descriptions)
             self.parts = self.diagram.object.select_one({"name": "block_diagram_parts"})
