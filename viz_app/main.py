@@ -36,9 +36,9 @@ def hand_the_interpreter_to_passes_sooner() -> None:
     """Let a model thread take Python back 0.5 ms after a torch operation ends instead of Python's 5 ms.
 
     A pass needs the interpreter between its operations, while the event loop holds it to serialize other students'
-    pages, and with the default interval it waits up to 5 ms for it after each operation. 30 students on the
-    GPT-2-small shape, p95 of two runs each: 4.0-4.1 s against 5.5-5.7 s (``viz_app/model_work.py``). Only the
-    server sets this: a notebook's interpreter is left as it is.
+    pages, and with the default interval it waits up to 5 ms for it after each operation, which lengthens every
+    student's wait (``benchmarks/classroom_load.py`` measures the class's p95). Only the server sets this: a
+    notebook's interpreter is left as it is.
     """
     sys.setswitchinterval(MODEL_SWITCH_SECONDS)
 

@@ -1,8 +1,8 @@
 """The run's NPZ download: written on a model thread to a temporary file, then streamed from it by Tornado.
 
-Panel's FileDownload reads the whole file on the event loop and sends it base64-encoded over the websocket: a
-503-token run of the demo model (45.7 MB) stalled every page 1.1 s, and 1,024 tokens of GPT-2 small took 963 MiB
-plus a 1.3 GB base64 copy. Here the page gets a link; Tornado's static file handler sends the file in chunks, with
+Panel's FileDownload reads the whole file on the event loop and sends it base64-encoded over the websocket: every
+page stalls while a run of a few hundred tokens (tens of MB) is read, and the base64 copy is larger than the file
+(``benchmarks/README.md`` has the figures). Here the page gets a link; Tornado's static file handler sends the file in chunks, with
 the server's own authentication (``--basic-auth`` or OAuth), and an unguessable name keeps each page's file its own.
 """
 
@@ -73,6 +73,6 @@ def remove_npz(path: Path | None) -> None:
 
 
 def write_npz_file(loaded: LoadedModel, run: Run, path: Path) -> Path:
-    """Write the run's NPZ to ``path`` (on a model thread: at 1,024 tokens of GPT-2 small it takes half a minute)."""
+    """Write the run's NPZ to ``path`` (on a model thread: a long run of a large model takes many seconds)."""
     write_npz(loaded, run, path)
     return path

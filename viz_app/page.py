@@ -65,7 +65,7 @@ def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     Their contents are made once a browser shows the page: a page fetched and never opened, which the server keeps
     until its session expires, then holds Bootstrap's template alone. Every full garbage collection walks every
     object of every page kept, holding the event loop, so a fuzzed or crawled server with a hundred unopened pages
-    stalled every student for a second at each collection. The lesson panel's column stays a root of the main area:
+    stalled every student at each collection (``benchmarks/fuzz_server.py`` measures the longest stall). The lesson panel's column stays a root of the main area:
     the sticky rule and the highlight's scroll look for it there.
 
     Without the template's busy spinner: Panel keeps every session's spinner in one process-wide list and sets all
@@ -86,7 +86,8 @@ def made_once_shown(make, **options) -> pn.Column:
     """A column, full width, that ``make()`` fills once a browser shows the page (at once outside a server).
 
     Each column is filled in its own turn of the event loop: the sidebar, the lesson panel and the tabs made in the
-    one call that shows the page held every other student's page for up to 0.45 s.
+    one call that shows the page held every other student's page for all of it (``benchmarks/fuzz_server.py``
+    measures the longest stall).
     """
     column = pn.Column(sizing_mode="stretch_width", **options)
 
