@@ -81,7 +81,8 @@ def boundary_groups(n_boundaries: int, n_positions: int, vocab_size: int) -> lis
 
     lm_head's matmul runs at a fraction of its speed on a few rows, and a page reads a few positions at a time; a
     group of a few hundred rows is as fast as a larger one and lets a read give way often
-    (``benchmarks/page_benchmark.py`` times the lens; the figures in ``benchmarks/README.md``). The last boundary is read alone, in the shape ``Run.read_logits`` uses.
+    (``benchmarks/page_benchmark.py`` times the lens; the figures in ``benchmarks/README.md``). The last boundary
+    is read alone, in the shape ``Run.read_logits`` uses.
     """
     per_group = max(1, LOGITS_PER_MATMUL // (n_positions * vocab_size))
     starts = range(0, n_boundaries - 1, per_group)

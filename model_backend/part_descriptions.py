@@ -20,8 +20,9 @@ class PartDescription:
 
 RESIDUAL_ADD = PartDescription("⊕ add", "The sublayer's output is added to the residual stream; nothing else changes "
                                         "it, so the stream is the running sum of every contribution.")
-PARALLEL_ADD = PartDescription("⊕ add", "Both sublayers' outputs are added to the block's input at once: layer_output "
-                                        "= layer_input + attention_output + mlp_output. Nothing else changes the "
+PARALLEL_ADD = PartDescription("⊕ add", "Both sublayers' outputs are added to the block's input at once: "
+                                        "layer_output = layer_input + attention_output + mlp_output. Nothing else "
+                                        "changes the "
                                         "stream, so it is the running sum of every contribution.")
 LOGITS = PartDescription("logits", "One score per vocabulary token at every position: what lm_head writes and the "
                                    "model returns. A softmax of the last position's logits is the next-token "
@@ -34,9 +35,10 @@ def part_descriptions(family: Family, n_heads: int, n_kv_heads: int) -> dict[str
     sequential = family.residual == "sequential"
     described = {
         "token_embeddings": PartDescription("token emb", token_embeddings_text(family)),
-        "position_embeddings": PartDescription("+ pos emb", f"A second lookup table ({leaf(family, 'embed_positions')}):"
-                                                            " one learned vector per position, added to the token "
-                                                            "embeddings before block 0."),
+        "position_embeddings": PartDescription("+ pos emb", f"A second lookup table "
+                                                            f"({leaf(family, 'embed_positions')}): one learned vector "
+                                                            "per position, added to the token embeddings before "
+                                                            "block 0."),
         "block": PartDescription("block", block_text(family, norm)),
         "attention_norm": PartDescription(f"{norm} 1", f"{norm} ({leaf(family, 'attention_norm')}): "
                                                        f"{norm_text(family)} Only attention reads it; the stream is "

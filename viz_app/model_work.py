@@ -6,8 +6,8 @@ want the cores than there are cores (the event loop serializing other students' 
 descheduled thread holds up every barrier: under a few students, six default worker threads made a short pass many
 times slower. Two single-core passes side by side never wait for each other, and the event loop then slows one of
 them a little instead of stalling both cores' barriers (``benchmarks/classroom_load.py`` measures the class's p95;
-``benchmarks/README.md`` has the figures with one thread and with two). The hooks of concurrent passes on one model stay
-apart: each acts only in the thread that registered it (``model_backend/hooks.py``).
+``benchmarks/README.md`` has the figures with one thread and with two). The hooks of concurrent passes on one
+model stay apart: each acts only in the thread that registered it (``model_backend/hooks.py``).
 
 A job that gives way (a logit-lens read given ``keep_reading``) is work nobody waits for yet: it runs on one core,
 leaving the other to the event loop and the browser drawing the run, and stops at its next boundary group when

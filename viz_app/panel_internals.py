@@ -42,9 +42,9 @@ class PageLocation(Location):
     through it, and fails on values it guesses wrong.
 
     Minimal reproduction: ``Location().search = "?layer=²"`` raises ValueError (``"²".isdigit()`` is true, ``int("²")``
-    fails), so a link with such a value, once Panel makes the page's Location from the request, fails the page's
-    script: a blank page. Nothing syncs through this Location (``viz_app/url_state.py`` reads the URL itself), so
-    its parsing is switched off; it is handed to the template through ``servable(location=...)``.
+    fails), so a link with such a value, once Panel makes the page's Location from the request, fails the page's script:
+    a blank page. Nothing syncs through this Location (``viz_app/url_state.py`` reads the URL itself), so its parsing is
+    switched off; it is handed to the template through ``servable(location=...)``.
     """
 
     def _update_synced(self, event=None) -> None:

@@ -162,9 +162,10 @@ class ExplorerSession(TabJobs):
     def read_lens_ahead(self, run: Run, target: str) -> None:
         """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
         lens tab then opens without waiting for its first matmuls, the slowest part of any tab
-        (``benchmarks/page_benchmark.py`` times the click on the lens tab). It gives way, between two boundaries, to any job another page asks for. Nothing is shown from here;
-        ``read_lens`` picks the part up when the lens is asked for (and reads it itself if this read gave way or
-        failed). ``target`` is the one the run publishes: the state has it only once the publish is applied."""
+        (``benchmarks/page_benchmark.py`` times the click on the lens tab). It gives way, between two boundaries, to any
+        job another page asks for. Nothing is shown from here; ``read_lens`` picks the part up when the lens is asked
+        for (and reads it itself if this read gave way or failed). ``target`` is the one the run publishes: the state
+        has it only once the publish is applied."""
         self.lens_read_ahead = None
         if not models_idle():
             return
