@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from .export import write_npz
     from .interventions import ScalingSweep, clean_logprob, scaled_logprob, scaling_sweep
     from .lens import LogitLens, joined_lens, logit_lens
-    from .loading import LoadedModel, load_model
+    from .loaded_model import LoadedModel
+    from .loading import load_model
     from .norms import SinkReport, detect_sinks, residual_norms
     from .run import Run
     from .similarity import LaminarProfile, laminar_profile, token_across_layers, tokens_within_layer
@@ -33,7 +34,8 @@ EXPORTS = {
                "UnsupportedArchitectureError"),
     "export": ("write_npz",),
     "interventions": ("ScalingSweep", "clean_logprob", "scaled_logprob", "scaling_sweep"),
-    "loading": ("LoadedModel", "load_model"),
+    "loaded_model": ("LoadedModel",),
+    "loading": ("load_model",),
     "lens": ("LogitLens", "joined_lens", "logit_lens"),
     "norms": ("SinkReport", "detect_sinks", "residual_norms"),
     "run": ("Run",),

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from .hooks import hook_input, hook_output
+from .loaded_model import LoadedModel
 from .names import VALUES_BY_NAME, full_name
 from .readout import unembed
 from .run import Run
 from .tokens import check_fits, encode_prompt, token_strings
-
-if TYPE_CHECKING:
-    from .loading import LoadedModel
 
 NOT_HOOKED = ("logits", "attention_probabilities")  # computed when first read (Run.logits, Run.attention_probabilities)
 

@@ -15,7 +15,7 @@ import torch
 
 from .boundaries import residual_boundaries
 from .capture import to_model
-from .loading import LoadedModel
+from .loaded_model import LoadedModel
 from .readout import unembed
 from .run import Run
 

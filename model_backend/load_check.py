@@ -9,19 +9,15 @@ broke, instead of drawing wrong pictures.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
 from .capture import as_numpy, capture_token_ids, to_model
 from .errors import FamilyMismatchError
+from .loaded_model import LoadedModel
 from .names import full_name
 from .readout import unembed
 from .run import Run
-
-if TYPE_CHECKING:
-    from .loading import LoadedModel
 
 PROBE_LENGTH = 8
 # Relative to the largest magnitude compared: float32 rounding of sums in another order, and bfloat16's 8 bits.

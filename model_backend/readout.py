@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-if TYPE_CHECKING:
-    from .loading import LoadedModel
+from .loaded_model import LoadedModel
 
 
 def logit_softcap(loaded: LoadedModel) -> float | None:

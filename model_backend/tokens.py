@@ -11,7 +11,7 @@ import numpy as np
 from .errors import PromptError
 
 if TYPE_CHECKING:  # loading imports transformers, which a page that only draws tokens need not wait for
-    from .loading import LoadedModel
+    from .loaded_model import LoadedModel
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 # The prompt box holds 200,000 UTF-16 code units, at most 3 bytes of UTF-8 each; a longer text is refused before the

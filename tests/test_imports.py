@@ -1,5 +1,6 @@
 """What importing the page costs: the page is drawn before torch is loaded (``model_backend/__init__.py`` stays lazy),
-and the backend's modules import in any order (no cycle hidden by a function-level import)."""
+and the backend's modules import in any order (no cycle: ``LoadedModel`` lives apart from the loading that
+checks it)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def test_the_page_imports_neither_torch_nor_transformers_nor_scikit_learn():
     assert not imported_after("import viz_app.page").intersection(HEAVY)
 
 
-@pytest.mark.parametrize("module", ["loading", "load_check", "capture", "readout", "tokens"])
+@pytest.mark.parametrize("module", ["loading", "loaded_model", "load_check", "capture", "readout", "tokens"])
 def test_each_module_the_load_probe_uses_imports_first(module):
-    """A cycle among them at import time would fail one of these with a partly initialized module."""
+    """A cycle among them would fail one of these with a partly initialized module."""
     assert "model_backend" in imported_after(f"import model_backend.{module}")
 
 
