@@ -8,6 +8,7 @@ import re
 from urllib.parse import urljoin
 
 import numpy as np
+from conftest import RUN_SECONDS, wait_until_idle
 from playwright.sync_api import expect
 from test_page import n_tokens_of, run_prompt
 
@@ -18,9 +19,10 @@ def test_the_prepared_npz_is_served_as_an_attachment_with_the_runs_values(page_w
     page = page_with_checks
     prompt = "An export, fetched"
     run_prompt(page, prompt, n_tokens_of(tiny_model, prompt))
+    wait_until_idle(page)
     page.get_by_role("button", name="Prepare the run's NPZ").click()
     link = page.locator(".npz-link a")
-    expect(link).to_have_attribute("href", re.compile(r"^/rse-downloads/"))
+    expect(link).to_have_attribute("href", re.compile(r"^/rse-downloads/"), timeout=RUN_SECONDS)
     response = page.request.get(urljoin(served_app.url, link.get_attribute("href")))
     assert response.status == 200
     assert re.fullmatch(r'attachment; filename="tiny-gpt2\d*-An-export-fetched\.npz"',
