@@ -128,7 +128,7 @@ def llama_1b_shaped():
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from model_backend.families import family_for
-    from model_backend.loading import LoadedModel
+    from model_backend.loaded_model import LoadedModel
 
     torch.manual_seed(0)
     config = LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,

@@ -59,8 +59,8 @@ def sidebar_controls(state: ExplorerState) -> list:
                                              max_length=PROMPT_MAX_CHARACTERS, placeholder="Type a prompt, press Enter")
     prompt.param.watch(lambda _event: state.param.trigger("run_requested"), "enter_pressed")
     run = pn.widgets.Button.from_param(state.param.run_requested, color="primary", width=120)
-    # A still bar: the animated one kept chromium repainting on a core the pass needs (SmolLM2 at 512 tokens, Run ->
-    # Norms drawn 1.94-2.56 s animated, 1.39-1.49 s still; chromium's CPU during the run 0.7-1.1 s against 0.2-0.3 s).
+    # A still bar: the animated one kept chromium repainting on a core the pass needs (benchmarks/page_benchmark.py,
+    # Run -> Norms drawn; the figures in benchmarks/README.md).
     progress = pn.indicators.Progress(active=False, width=SIDEBAR_WIDTH - 20, visible=state.param.busy.rx.bool())
     download = pn.widgets.Button.from_param(state.param.npz_requested, color="light", width=SIDEBAR_WIDTH - 20,
                                             disabled=state.param.run.rx.is_(None))

@@ -12,7 +12,7 @@ from .diagram_parts import parse_part_id
 from .highlight import marks_for, part_boxes, show_highlight
 from .tab_view import TabView
 
-CARDS_PER_REFRESH = 1  # a card is a figure and its text: 20-80 ms of the event loop to make and fill
+CARDS_PER_REFRESH = 1  # a card is a figure and its text, made and filled on the event loop
 
 
 class DiagramView(TabView):
@@ -49,7 +49,7 @@ class DiagramView(TabView):
         if drawn_for != self.drawn_for:
             self.drawn_for = drawn_for
             self.cards.clear()
-            self.descriptions = part_descriptions(family.name, run.n_heads, run.n_kv_heads)
+            self.descriptions = part_descriptions(family, run.n_heads, run.n_kv_heads)
             self.diagram.object = block_diagram(family, run.n_layers, layer, self.state.pinned, self.pin,
                                                 self.descriptions)
             self.parts = self.diagram.object.select_one({"name": "block_diagram_parts"})
@@ -67,7 +67,7 @@ class DiagramView(TabView):
 
         At most ``CARDS_PER_REFRESH`` cards are made or filled per refresh, the newest first; the view asks for
         another refresh for the rest. A link pins up to 32 cards; making them all in one call held the server's
-        event loop, every other page waiting, for up to 0.55 s in the fuzz benchmark's browser pages.
+        event loop, every other page waiting (``benchmarks/fuzz_server.py`` measures the longest stall).
         """
         family = self.state.family
         pinned = [p for p in dict.fromkeys(self.state.pinned) if parse_part_id(p, family, run.n_layers) is not None]

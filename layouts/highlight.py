@@ -48,7 +48,7 @@ def highlight_renderer(fig):
     """The figure's highlight boxes, or None before the first highlight.
 
     Looked up among the figure's own renderers: Bokeh's ``select_one`` walks every model the figure references,
-    four fifths of a Norms refresh.
+    most of a Norms refresh (``benchmarks/classroom_load.py`` measures the class it holds up).
     """
     name = highlight_name(fig)
     return next((renderer for renderer in fig.renderers if renderer.name == name), None)

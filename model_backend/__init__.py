@@ -1,10 +1,29 @@
 """Capture a Hugging Face causal LM's residual stream under standardized names, and analyse it (no UI code).
 
-Names are imported on first use, so a page that only draws arrays (``model_backend.norms``, ``.tokens``) starts
-without importing torch and transformers.
+The names below are imported on first use, not here: the page imports ``model_backend.norms`` and ``.tokens`` to draw
+arrays, and a plain import of this package would then load torch and transformers before the page is shown
+(``tests/test_imports.py``). The imports under ``TYPE_CHECKING`` are the same names, written out for readers and tools.
 """
 
+from __future__ import annotations
+
 from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .attribution import LogitAttribution, direct_logit_attribution
+    from .boundaries import residual_boundaries
+    from .capture import capture_run, capture_token_ids
+    from .errors import (BackendError, ModelLoadError, ModelNotCachedError, ModelNotFoundError, ModelPreparationError,
+                         PromptError, UnsupportedArchitectureError)
+    from .export import write_npz
+    from .interventions import ScalingSweep, clean_logprob, scaled_logprob, scaling_sweep
+    from .lens import LogitLens, joined_lens, logit_lens
+    from .loaded_model import LoadedModel
+    from .loading import load_model
+    from .norms import SinkReport, detect_sinks, residual_norms
+    from .run import Run
+    from .similarity import LaminarProfile, laminar_profile, token_across_layers, tokens_within_layer
 
 EXPORTS = {
     "attribution": ("LogitAttribution", "direct_logit_attribution"),
@@ -15,7 +34,8 @@ EXPORTS = {
                "UnsupportedArchitectureError"),
     "export": ("write_npz",),
     "interventions": ("ScalingSweep", "clean_logprob", "scaled_logprob", "scaling_sweep"),
-    "loading": ("LoadedModel", "load_model"),
+    "loaded_model": ("LoadedModel",),
+    "loading": ("load_model",),
     "lens": ("LogitLens", "joined_lens", "logit_lens"),
     "norms": ("SinkReport", "detect_sinks", "residual_norms"),
     "run": ("Run",),

@@ -21,7 +21,7 @@ import torch
 
 from .capture import to_model
 from .hooks import hook_input
-from .loading import LoadedModel
+from .loaded_model import LoadedModel
 from .names import FINAL_NORM_BIAS, full_name, parse_full_name
 from .readout import logit_softcap, norm_epsilon, norm_gain
 from .run import Run

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .hooks import hook_input, hook_output
-from .loading import LoadedModel
+from .loaded_model import LoadedModel
 from .names import VALUES_BY_NAME, full_name
 from .readout import unembed
 from .run import Run

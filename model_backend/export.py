@@ -21,8 +21,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .loading import LoadedModel
 from .lens import LOGITS_PER_MATMUL, logit_lens
+from .loaded_model import LoadedModel
 from .names import parse_full_name
 from .run import Run
 

@@ -12,7 +12,7 @@ import torch
 
 from .capture import first_tensor
 from .hooks import hook_output
-from .loading import LoadedModel
+from .loaded_model import LoadedModel
 from .run import Run
 
 SCALABLE_SITES = ("layer_output", "attention_output", "mlp_output")  # read where the family says (value_reads)

@@ -15,7 +15,7 @@ import torch
 
 from .boundaries import residual_boundaries
 from .capture import to_model
-from .loading import LoadedModel
+from .loaded_model import LoadedModel
 from .readout import unembed
 from .run import Run
 
@@ -79,9 +79,10 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
 def boundary_groups(n_boundaries: int, n_positions: int, vocab_size: int) -> list[range]:
     """Boundaries read through lm_head in one matmul: as many as ``LOGITS_PER_MATMUL`` allows, the last one alone.
 
-    lm_head's matmul is three times faster on 500 rows than on 16 (SmolLM2, 2 threads: 150 against 48 GFLOP/s), and a
-    page reads a few positions at a time; 170 rows are as fast as 680 for 16 positions (0.40 s against 0.38 s) and
-    let a read give way every 0.1 s. The last boundary is read alone, in the shape ``Run.read_logits`` uses.
+    lm_head's matmul runs at a fraction of its speed on a few rows, and a page reads a few positions at a time; a
+    group of a few hundred rows is as fast as a larger one and lets a read give way often
+    (``benchmarks/page_benchmark.py`` times the lens; the figures in ``benchmarks/README.md``). The last boundary
+    is read alone, in the shape ``Run.read_logits`` uses.
     """
     per_group = max(1, LOGITS_PER_MATMUL // (n_positions * vocab_size))
     starts = range(0, n_boundaries - 1, per_group)

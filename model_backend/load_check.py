@@ -14,7 +14,7 @@ import torch
 
 from .capture import as_numpy, capture_token_ids, to_model
 from .errors import FamilyMismatchError
-from .loading import LoadedModel
+from .loaded_model import LoadedModel
 from .names import full_name
 from .readout import unembed
 from .run import Run

@@ -1,7 +1,7 @@
 """Residual norms per position, and attention-sink detection from three signals.
 
 A sink is a position that absorbs attention the model does not need elsewhere. It shows as some of: a residual
-norm far above the other positions' (GPT-2's position 0 reaches 2,500-3,200 against medians of 60-250), a large
+norm far above the other positions' (GPT-2's position 0 is tens of times their median), a large
 share of every later query's attention, and a small value vector in the heads that attend to it, so that all that
 attention adds little to the stream.
 """

@@ -1,10 +1,15 @@
-"""What each part of a block diagram does in each family, in a sentence or two: the box's short name and the
-card's explanation. ``{n_heads}``, ``{n_kv_heads}`` and ``{group}`` (query heads per key/value head) are filled
-from the run shown."""
+"""What each part of a block diagram does, in a sentence or two: the box's short name and the card's explanation.
+
+The texts follow from the family's anatomy (``Family``: its norms, residual, values layout, (1 + weight) norms,
+scaled embeddings, logit softcap) and its module names; what the anatomy does not say (the MLP's projections and
+activation, norms inside attention) is the family's own ``part_notes``. Head counts come from the run shown.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .families import Family
 
 
 @dataclass(frozen=True)
@@ -15,100 +20,129 @@ class PartDescription:
 
 RESIDUAL_ADD = PartDescription("⊕ add", "The sublayer's output is added to the residual stream; nothing else changes "
                                         "it, so the stream is the running sum of every contribution.")
+PARALLEL_ADD = PartDescription("⊕ add", "Both sublayers' outputs are added to the block's input at once: "
+                                        "layer_output = layer_input + attention_output + mlp_output. Nothing else "
+                                        "changes the "
+                                        "stream, so it is the running sum of every contribution.")
+LOGITS = PartDescription("logits", "One score per vocabulary token at every position: what lm_head writes and the "
+                                   "model returns. A softmax of the last position's logits is the next-token "
+                                   "distribution; every other view that names a token reads it from here.")
 
-# Parts that mean the same in every family.
-EVERY_FAMILY = {
-    "logits": PartDescription("logits", "One score per vocabulary token at every position: what lm_head writes and the "
-                                        "model returns. A softmax of the last position's logits is the next-token "
-                                        "distribution; every other view that names a token reads it from here."),
-}
 
-PART_DESCRIPTIONS = {
-    "GPT-2": {
-        "token_embeddings": PartDescription("token emb", "A lookup table (wte): one learned vector per vocabulary "
-                                                         "token, the same table lm_head reads the logits with."),
-        "position_embeddings": PartDescription("+ pos emb", "A second lookup table (wpe): one learned vector per "
-                                                            "position, added to the token embeddings before block 0."),
-        "block": PartDescription("block", "A pre-norm transformer block: attention, then an MLP, each reading a "
-                                          "LayerNorm of the stream and adding its output back to it."),
-        "attention_norm": PartDescription("LayerNorm 1", "LayerNorm (ln_1): subtracts each position's mean, divides "
-                                                         "by its standard deviation, then applies a learned gain and "
-                                                         "bias. Only attention reads it; the stream is unchanged."),
-        "attention": PartDescription("attention", "{n_heads} heads; one fused projection (c_attn) makes each head's "
-                                                  "query, key and value, a causal softmax mixes the values, and "
-                                                  "c_proj writes the heads back to the stream's width."),
+def part_descriptions(family: Family, n_heads: int, n_kv_heads: int) -> dict[str, PartDescription]:
+    """Every diagram part's description (by kind) for ``family``, with the run's head counts."""
+    norm = "LayerNorm" if family.final_norm_centers else "RMSNorm"
+    sequential = family.residual == "sequential"
+    described = {
+        "token_embeddings": PartDescription("token emb", token_embeddings_text(family)),
+        "position_embeddings": PartDescription("+ pos emb", f"A second lookup table "
+                                                            f"({leaf(family, 'embed_positions')}): one learned vector "
+                                                            "per position, added to the token embeddings before "
+                                                            "block 0."),
+        "block": PartDescription("block", block_text(family, norm)),
+        "attention_norm": PartDescription(f"{norm} 1", f"{norm} ({leaf(family, 'attention_norm')}): "
+                                                       f"{norm_text(family)} Only attention reads it; the stream is "
+                                                       "unchanged."),
+        "attention": PartDescription("GQA attention" if n_kv_heads < n_heads else "attention",
+                                     attention_text(family, n_heads, n_kv_heads)),
+        "attention_post_norm": PartDescription("attn post-norm", post_norm_text(family, norm, "attention")),
         "attention_add": RESIDUAL_ADD,
-        "mlp_norm": PartDescription("LayerNorm 2", "LayerNorm (ln_2) of the stream after attention's add: "
-                                                   "mean-centred, scaled, with a learned gain and bias."),
-        "mlp": PartDescription("MLP", "c_fc widens each position to 4 × the stream's width, GELU, and c_proj "
-                                      "projects back; every position is processed alone."),
-        "mlp_add": RESIDUAL_ADD,
-        "final_norm": PartDescription("final norm", "LayerNorm ln_f. transformers' hidden_states[-1] is its output, "
-                                                    "not the last block's."),
-        "lm_head": PartDescription("lm_head", "The unembedding: a dot product of the normed stream with every "
-                                              "token's embedding (tied to wte) gives the logits."),
-    },
-    "Llama": {
-        "token_embeddings": PartDescription("token emb", "A lookup table: one learned vector per vocabulary token. "
-                                                         "No position vector is added: positions enter inside "
-                                                         "attention, by rotating queries and keys (RoPE)."),
-        "block": PartDescription("block", "A pre-norm block: grouped-query attention, then a gated MLP, each reading "
-                                          "an RMSNorm of the stream and adding its output back to it."),
-        "attention_norm": PartDescription("RMSNorm 1", "RMSNorm (input_layernorm): divides each position by its root "
-                                                       "mean square and applies a learned gain. No mean subtraction, "
-                                                       "no bias."),
-        "attention": PartDescription("GQA attention", "Grouped-query attention: {n_heads} query heads share "
-                                                      "{n_kv_heads} key/value heads ({group} each); queries and keys "
-                                                      "are rotated by their position (rotary embeddings), and o_proj "
-                                                      "writes the heads back to the stream."),
-        "attention_add": RESIDUAL_ADD,
-        "mlp_norm": PartDescription("RMSNorm 2", "RMSNorm (post_attention_layernorm): despite its name, it normalises "
-                                                 "the stream after attention's add, before the MLP reads it."),
-        "mlp": PartDescription("gated MLP", "down_proj(SiLU(gate_proj(x)) × up_proj(x)): a gate and an up projection "
-                                            "widen each position, their product is projected back."),
-        "mlp_add": RESIDUAL_ADD,
-        "final_norm": PartDescription("final RMSNorm", "RMSNorm (model.norm). transformers' hidden_states[-1] is its "
-                                                       "output, not the last block's."),
-        "lm_head": PartDescription("lm_head", "The unembedding: a linear map from the normed stream to one logit per "
-                                              "vocabulary token (SmolLM2 ties it to the token embeddings)."),
-    },
-    "Gemma 3": {
-        "token_embeddings": PartDescription("token emb", "A lookup table: one learned vector per vocabulary token, "
-                                                         "multiplied by √(the stream's width) before block 0 (this "
-                                                         "value includes that scale). No position vector: positions "
-                                                         "rotate queries and keys inside attention."),
-        "block": PartDescription("block", "A sandwich block: attention, then a gated MLP, each reading an RMSNorm of "
-                                          "the stream, its output normed again before it is added back."),
-        "attention_norm": PartDescription("input norm", "RMSNorm (input_layernorm): divides each position by its root "
-                                                        "mean square and multiplies by 1 + weight (Gemma stores the "
-                                                        "gain minus one). Only attention reads it."),
-        "attention": PartDescription("attention", "{n_heads} query heads share {n_kv_heads} key/value head(s); "
-                                                  "queries and keys get their own RMSNorm and rotary positions. A "
-                                                  "layer attends within a sliding window (local) or to every earlier "
-                                                  "position (global), as its config's layer_types say; o_proj writes "
-                                                  "the heads back."),
-        "attention_post_norm": PartDescription("attn post-norm", "RMSNorm (post_attention_layernorm) of attention's "
-                                                                 "output, before it is added to the stream."),
-        "attention_add": RESIDUAL_ADD,
-        "mlp_norm": PartDescription("MLP norm", "RMSNorm (pre_feedforward_layernorm) of the stream after attention's "
-                                                "add: what the MLP reads."),
-        "mlp": PartDescription("gated MLP", "down_proj(GELU(gate_proj(x)) × up_proj(x)), GELU in its tanh "
-                                            "approximation: a gate and an up projection widen each position, their "
-                                            "product is projected back."),
-        "mlp_post_norm": PartDescription("MLP post-norm", "RMSNorm (post_feedforward_layernorm) of the MLP's output, "
-                                                          "before it is added to the stream."),
-        "mlp_add": RESIDUAL_ADD,
-        "final_norm": PartDescription("final RMSNorm", "RMSNorm (model.norm), gain 1 + weight. transformers' "
-                                                       "hidden_states[-1] is its output, not the last block's."),
-        "lm_head": PartDescription("lm_head", "The unembedding, tied to the token embeddings (without their √width "
-                                              "scale): one logit per vocabulary token."),
-    },
-}
+        "mlp_norm": PartDescription(f"{norm} 2", mlp_norm_text(family, norm)),
+        "mlp": PartDescription("MLP", " ".join(filter(None, (
+            family.part_notes.get("mlp"), "Every position is processed alone.",
+            "Its output is normed (MLP post-norm) before it is added." if family.norms != "pre" else "")))),
+        "mlp_post_norm": PartDescription("MLP post-norm", post_norm_text(family, norm, "MLP")),
+        "mlp_add": RESIDUAL_ADD if sequential else PARALLEL_ADD,
+        "final_norm": PartDescription(f"final {norm}", f"{norm} ({leaf(family, 'final_norm')}): {norm_text(family)} "
+                                                       "transformers' hidden_states[-1] is its output, not the last "
+                                                       "block's; the logit lens reads every block through it."),
+        "lm_head": PartDescription("lm_head", lm_head_text(family)),
+        "logits": LOGITS,
+    }
+    return {key: replace_notes(family, key, description) for key, description in described.items()}
 
 
-def part_descriptions(family_name: str, n_heads: int, n_kv_heads: int) -> dict[str, PartDescription]:
-    """The family's description of each diagram part (by kind) with the head counts filled in; only the logits' for a
-    family that has none written yet."""
-    counts = {"n_heads": n_heads, "n_kv_heads": n_kv_heads, "group": n_heads // max(n_kv_heads, 1)}
-    return {key: PartDescription(description.label, description.what.format(**counts))
-            for key, description in {**EVERY_FAMILY, **PART_DESCRIPTIONS.get(family_name, {})}.items()}
+def replace_notes(family: Family, key: str, description: PartDescription) -> PartDescription:
+    """The description with the family's own note for the part after it (the MLP's note opens its text instead)."""
+    note = family.part_notes.get(key)
+    if not note or key == "mlp":
+        return description
+    return PartDescription(description.label, f"{description.what} {note}")
+
+
+def leaf(family: Family, role: str) -> str:
+    """The last name of the role's module path: ``ln_1``, ``qkv_proj``."""
+    return (family.module_path(role, 0) or role).rsplit(".", 1)[-1]
+
+
+def norm_text(family: Family) -> str:
+    if family.final_norm_centers:
+        return ("subtracts each position's mean, divides by its standard deviation, then applies a learned gain and "
+                "bias.")
+    gain = ("a learned gain of (1 + weight), so a zero weight leaves the position as divided"
+            if family.norm_adds_one else "a learned gain")
+    return f"divides each position by its root mean square and applies {gain}; no mean subtraction, no bias."
+
+
+def token_embeddings_text(family: Family) -> str:
+    text = f"A lookup table ({leaf(family, 'embed_tokens')}): one learned vector per vocabulary token."
+    if family.embedding_scale == "sqrt_hidden":
+        text += " Each row is multiplied by √(hidden size) before block 0; token_embeddings is that product."
+    if "embed_positions" in family.modules:
+        return text + " A position vector is added to it before block 0."
+    return text + " No position vector is added: positions enter inside attention, by rotating queries and keys."
+
+
+def block_text(family: Family, norm: str) -> str:
+    an = "an" if norm == "RMSNorm" else "a"
+    if family.residual == "parallel":
+        return (f"A parallel block: attention and the MLP each read {an} {norm} of the block's input, and both "
+                "outputs are added to it, so there is no layer_mid between them.")
+    if family.norms == "post":
+        return (f"A post-norm block: attention, then an MLP, each reading the stream itself; each output passes "
+                f"{an} {norm} before it is added back.")
+    if family.norms == "sandwich":
+        return (f"A sandwich-norm block: attention, then an MLP, each reading {an} {norm} of the stream; each output "
+                f"passes a second {norm} before it is added back.")
+    return (f"A pre-norm block: attention, then an MLP, each reading {an} {norm} of the stream and adding its output "
+            "back to it.")
+
+
+def attention_text(family: Family, n_heads: int, n_kv_heads: int) -> str:
+    heads = (f"Grouped-query attention: {n_heads} query heads share {n_kv_heads} key/value heads "
+             f"({n_heads // max(n_kv_heads, 1)} each)" if n_kv_heads < n_heads else f"{n_heads} heads")
+    projection = leaf(family, "value_projection")
+    made = {"fused": f"one fused projection ({projection}) makes every head's query, key and value, side by side "
+                     "(q | k | v)",
+            "interleaved": f"one projection ({projection}) makes every head's query, key and value, interleaved per "
+                           "head (q, k, v of head 0, then of head 1, …)",
+            "separate": f"separate projections make each head's query, key and value ({projection} the values)",
+            }[family.values_layout]
+    positions = "" if "embed_positions" in family.modules else (
+        " Queries and keys are rotated by their position (rotary embeddings).")
+    post = " Its output is normed (attention post-norm) before it is added." if family.norms != "pre" else ""
+    return (f"{heads}; {made}, a causal softmax mixes the values, and {leaf(family, 'attention_out')} writes the "
+            f"heads back to the stream's width.{positions}{post}")
+
+
+def post_norm_text(family: Family, norm: str, sublayer: str) -> str:
+    role = "attention_post_norm" if sublayer == "attention" else "mlp_post_norm"
+    value = "attention" if sublayer == "attention" else "mlp"
+    return (f"{norm} ({leaf(family, role)}) of the {sublayer}'s output before it is added: {norm_text(family)} "
+            f"{value}_post_norm_input is its input, {value}_output what reaches the stream.")
+
+
+def mlp_norm_text(family: Family, norm: str) -> str:
+    module = leaf(family, "mlp_norm")
+    reads = "the stream after attention's add" if family.residual == "sequential" else "the block's input"
+    named = " Despite its name, it comes before the MLP." if "post" in module else ""
+    return f"{norm} ({module}) of {reads}: {norm_text(family)} Only the MLP reads it.{named}"
+
+
+def lm_head_text(family: Family) -> str:
+    text = (f"The unembedding ({leaf(family, 'lm_head')}): a linear map from the normed stream to one logit per "
+            "vocabulary token.")
+    if family.logit_softcap:
+        text += (f" Where the config sets {family.logit_softcap} (c), the logits are c · tanh(output / c): "
+                 "soft-capped between −c and c.")
+    return text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .loading import LoadedModel
+from .loaded_model import LoadedModel
 
 
 def logit_softcap(loaded: LoadedModel) -> float | None:

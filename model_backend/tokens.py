@@ -11,11 +11,12 @@ import numpy as np
 from .errors import PromptError
 
 if TYPE_CHECKING:  # loading imports transformers, which a page that only draws tokens need not wait for
-    from .loading import LoadedModel
+    from .loaded_model import LoadedModel
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 # The prompt box holds 200,000 UTF-16 code units, at most 3 bytes of UTF-8 each; a longer text is refused before the
-# tokenizer reads it (a 10 MB prompt took 20 s and 1.7 GB to tokenize).
+# tokenizer reads it: a tokenizer's time and memory grow with the text, and a prompt megabytes long would hold a
+# model thread and gigabytes of memory.
 PROMPT_MAX_BYTES = 600_000
 # Characters a label would hide or that would reorder the text around them: controls, format marks (RTL marks,
 # zero-width joiners), surrogates, and the line and paragraph separators.

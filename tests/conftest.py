@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -134,3 +135,20 @@ def wait_until_idle(page: Page) -> None:
 
 
 # --------------------------------------------------- end of browser fixtures ------------------------------------
+
+BROWSER_FIXTURES = {"page", "context", "browser", "served_app", "page_with_checks"}
+
+
+def serves_the_app(item) -> bool:
+    """Whether the test, or a fixture of its own module it uses, calls ``serve_app``."""
+    module = getattr(item, "module", None)
+    own = [item.function] + [getattr(module, name) for name in item.fixturenames if hasattr(module, name)]
+    return any("serve_app(" in inspect.getsource(code) for code in own if callable(code))
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark ``browser`` every test that opens chromium or serves the app, so that ``pytest -m "not browser"`` runs
+    the backend and layout tests alone."""
+    for item in items:
+        if BROWSER_FIXTURES.intersection(item.fixturenames) or serves_the_app(item):
+            item.add_marker(pytest.mark.browser)

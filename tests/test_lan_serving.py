@@ -1,4 +1,5 @@
-"""The README's classroom command: a websocket from a foreign Origin is refused, the documented Origin accepted."""
+"""The classroom command of docs/classroom.md: a websocket from a foreign Origin is refused, the documented Origin
+accepted."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import os
 import re
 import shlex
 import signal
-from pathlib import Path
 
 import pytest
 from conftest import run_coroutine
@@ -15,10 +15,12 @@ from tornado.websocket import websocket_connect
 
 from page_driving.server import REPO_ROOT, free_port, serve_app
 
+CLASSROOM_DOC = REPO_ROOT / "docs" / "classroom.md"
 
-def readme_lan_options() -> dict[str, str]:
-    """The options of the README's classroom command, each with its value ("" for a flag)."""
-    command = re.search(r"```bash\n(panel serve viz_app --address.*?)```", (REPO_ROOT / "README.md").read_text(),
+
+def documented_lan_options() -> dict[str, str]:
+    """The options of the documented classroom command, each with its value ("" for a flag)."""
+    command = re.search(r"```bash\n(panel serve viz_app --address.*?)```", CLASSROOM_DOC.read_text(),
                         re.DOTALL).group(1)
     words = shlex.split(command.replace("\\\n", " "))[3:]
     return {word: "" if following.startswith("--") else following
@@ -39,8 +41,8 @@ def websocket_status(url: str, origin: str) -> int:
 
 @pytest.fixture(scope="module")
 def lan_server(tmp_path_factory):
-    """The README's command on 127.0.0.1 with the tiny demo model, basic auth left out (checked apart below)."""
-    documented = readme_lan_options()
+    """The documented command on 127.0.0.1 with the tiny demo model, basic auth left out (checked apart below)."""
+    documented = documented_lan_options()
     port = free_port()
     assert {"--address", "--allow-websocket-origin", "--basic-auth", "--websocket-max-message-size"} <= set(documented)
     host = f"127.0.0.1:{port}"
@@ -59,5 +61,5 @@ def test_a_foreign_origin_is_refused_and_the_documented_one_accepted(lan_server)
     assert websocket_status(url, f"http://{lan_server}") == 101
 
 
-def test_the_readme_command_asks_for_a_password_file(tmp_path):
-    assert "--basic-auth" in readme_lan_options() and "--num-procs" in Path(REPO_ROOT / "README.md").read_text()
+def test_the_documented_command_asks_for_a_password_file(tmp_path):
+    assert "--basic-auth" in documented_lan_options() and "--num-procs" in CLASSROOM_DOC.read_text()

@@ -126,3 +126,14 @@ def test_refused_prompts_stay_on_their_own_page(page_with_checks, browser, tiny_
     other.close()
     assert not other_errors, other_errors
     assert "Traceback" not in served_app.log_without_closed_tab_reports()
+
+
+def test_a_link_with_a_value_panel_would_parse_as_a_number_opens_with_a_note(page: Page, served_app):
+    """``layer=²`` passes ``isdigit`` and fails ``int``: Panel's own Location would fail the page's script on it
+    (``viz_app/panel_internals.py``); the page's own opens, runs, and says the value was not used."""
+    page.goto(f"{served_app.url}?layer=%C2%B2&prompt=%C2%B2")
+    expect(page.locator(".status-line")).to_contain_text(" tokens ", timeout=RUN_SECONDS)
+    wait_until_idle(page)
+    expect(page.locator(PROMPT_BOX)).to_have_value("²")
+    expect(page.get_by_text("the link's block is '²'")).to_be_visible()
+    assert "layer=0" in page.url and "Traceback" not in served_app.log_without_closed_tab_reports()

@@ -13,8 +13,8 @@ from viz_app.background import BackgroundTasks
 from viz_app.page import explorer_page, serve_page
 from viz_app.settings import configured_models
 from viz_app.startup import DeferredSession, load_models_beyond_gc, starting_up
+from viz_app.panel_internals import send_every_queued_patch
 from viz_app.url_state import keep_choices_in_url
-from viz_app.write_queue import send_every_queued_patch
 
 MODEL_SWITCH_SECONDS = 0.0005
 
@@ -28,17 +28,17 @@ def serve_styles_from_here(doc) -> None:
     tabs opening at once) gets a new session made at connect time; Panel then links its stylesheets from the CDN,
     and a classroom without internet sees an unstyled page. Panel sets this same value when it renders a page.
     """
-    if doc is not None and doc.session_context and "dist_url" not in doc._template_variables:
-        doc._template_variables["dist_url"] = f"{pn.state.rel_path}/{LOCAL_DIST}" if pn.state.rel_path else LOCAL_DIST
+    if doc is not None and doc.session_context and "dist_url" not in doc.template_variables:
+        doc.template_variables["dist_url"] = f"{pn.state.rel_path}/{LOCAL_DIST}" if pn.state.rel_path else LOCAL_DIST
 
 
 def hand_the_interpreter_to_passes_sooner() -> None:
     """Let a model thread take Python back 0.5 ms after a torch operation ends instead of Python's 5 ms.
 
     A pass needs the interpreter between its operations, while the event loop holds it to serialize other students'
-    pages, and with the default interval it waits up to 5 ms for it after each operation. 30 students on the
-    GPT-2-small shape, p95 of two runs each: 4.0-4.1 s against 5.5-5.7 s (``viz_app/model_work.py``). Only the
-    server sets this: a notebook's interpreter is left as it is.
+    pages, and with the default interval it waits up to 5 ms for it after each operation, which lengthens every
+    student's wait (``benchmarks/classroom_load.py`` measures the class's p95). Only the server sets this: a
+    notebook's interpreter is left as it is.
     """
     sys.setswitchinterval(MODEL_SWITCH_SECONDS)
 
@@ -53,9 +53,10 @@ if starting_up():
 state = ExplorerState(busy="Starting…")
 session = DeferredSession(configured_models(), state, pn.state.curdoc)
 pn.state.onload(BackgroundTasks().launcher(session.start))
-if pn.state.curdoc is not None and pn.state.curdoc.session_context:  # a served page, not the --warm run at start-up
-    keep_choices_in_url(state)
+location = True  # Panel's own, for the --warm run at start-up
+if pn.state.curdoc is not None and pn.state.curdoc.session_context:  # a served page
+    location = keep_choices_in_url(state)
     # Bound now: the script's globals are gone by the time a session is destroyed.
     pn.state.curdoc.on_session_destroyed(lambda _context, closed=session: closed.stop_jobs())
 
-serve_page(explorer_page(state))
+serve_page(explorer_page(state), location)

@@ -3,12 +3,11 @@ when others wait, two jobs run side by side on one core each.
 
 Torch spreads each operation over OpenMP threads that meet at a barrier after every operation. When more threads
 want the cores than there are cores (the event loop serializing other students' pages, a second pass), the
-descheduled thread holds up every barrier: under ten students the demo model's 25 ms pass took 0.3 to 7 s on six
-default worker threads. Two single-core passes side by side never wait for each other, and the event loop then
-slows one of them a little instead of stalling both cores' barriers. 30 students on the GPT-2-small shape, p95
-of two runs each: 5.5-5.7 s, against 6.3-7.3 s with one thread running every pass on both cores (4.0-4.1 s with
-the server's shorter interpreter switch, ``viz_app/main.py``). The hooks of concurrent passes on one model stay
-apart: each acts only in the thread that registered it (``model_backend/hooks.py``).
+descheduled thread holds up every barrier: under a few students, six default worker threads made a short pass many
+times slower. Two single-core passes side by side never wait for each other, and the event loop then slows one of
+them a little instead of stalling both cores' barriers (``benchmarks/classroom_load.py`` measures the class's p95;
+``benchmarks/README.md`` has the figures with one thread and with two). The hooks of concurrent passes on one
+model stay apart: each acts only in the thread that registered it (``model_backend/hooks.py``).
 
 A job that gives way (a logit-lens read given ``keep_reading``) is work nobody waits for yet: it runs on one core,
 leaving the other to the event loop and the browser drawing the run, and stops at its next boundary group when

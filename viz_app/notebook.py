@@ -23,7 +23,7 @@ from model_backend.attribution import direct_logit_attribution
 from model_backend.interventions import scaling_sweep
 from model_backend.lens import logit_lens
 from model_backend.norms import detect_sinks
-from model_backend.loading import LoadedModel
+from model_backend.loaded_model import LoadedModel
 from model_backend.run import Run
 from model_backend.tokens import target_or_top_prediction, target_token_id
 

@@ -1,9 +1,10 @@
 """The run's NPZ download: written on a model thread to a temporary file, then streamed from it by Tornado.
 
-Panel's FileDownload reads the whole file on the event loop and sends it base64-encoded over the websocket: a
-503-token run of the demo model (45.7 MB) stalled every page 1.1 s, and 1,024 tokens of GPT-2 small took 963 MiB
-plus a 1.3 GB base64 copy. Here the page gets a link; Tornado's static file handler sends the file in chunks, with
-the server's own authentication (``--basic-auth`` or OAuth), and an unguessable name keeps each page's file its own.
+Panel's FileDownload reads the whole file on the event loop and sends it base64-encoded over the websocket: every
+page stalls while a run of a few hundred tokens (tens of MB) is read, and the base64 copy is larger than the file
+(``benchmarks/README.md`` has the figures). Here the page gets a link; Tornado's static file handler sends the
+file in chunks, with the server's own authentication (``--basic-auth`` or OAuth), and an unguessable name keeps
+each page's file its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from panel.io.server import AuthenticatedStaticFileHandler
 
 from model_backend import LoadedModel, Run, write_npz
+from viz_app.panel_internals import tornado_application
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +39,10 @@ class NpzFileHandler(AuthenticatedStaticFileHandler):
 
 def serve_downloads(document) -> bool:
     """Add the downloads route to the Tornado application serving ``document``, once per application; False
-    where there is none (a notebook). It is reached through the page's websocket, the way Panel's ``unlocked``
-    reaches the sockets it writes to."""
-    session = getattr(document.session_context, "_session", None) if document is not None else None
-    sockets = [connection._socket for connection in getattr(session, "_subscribed_connections", ())]
-    if not sockets:
+    where there is none (a notebook)."""
+    application = tornado_application(document)
+    if application is None:
         return False
-    application = sockets[0].application
     if id(application) not in _served_by:
         application.add_handlers(r".*", [(rf"{DOWNLOADS_ROUTE}/(.*)", NpzFileHandler, {"path": str(DOWNLOADS)})])
         _served_by.add(id(application))
@@ -75,6 +74,6 @@ def remove_npz(path: Path | None) -> None:
 
 
 def write_npz_file(loaded: LoadedModel, run: Run, path: Path) -> Path:
-    """Write the run's NPZ to ``path`` (on a model thread: at 1,024 tokens of GPT-2 small it takes half a minute)."""
+    """Write the run's NPZ to ``path`` (on a model thread: a long run of a large model takes many seconds)."""
     write_npz(loaded, run, path)
     return path

@@ -4,6 +4,7 @@ view, all bound to one session's state."""
 from __future__ import annotations
 
 import panel as pn
+from panel.io.location import Location
 
 from layouts.attention_view import AttentionView
 from layouts.attribution_view import AttributionView
@@ -64,8 +65,8 @@ def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
     Their contents are made once a browser shows the page: a page fetched and never opened, which the server keeps
     until its session expires, then holds Bootstrap's template alone. Every full garbage collection walks every
     object of every page kept, holding the event loop, so a fuzzed or crawled server with a hundred unopened pages
-    stalled every student for a second at each collection. The lesson panel's column stays a root of the main area:
-    the sticky rule and the highlight's scroll look for it there.
+    stalled every student at each collection (``benchmarks/fuzz_server.py`` measures the longest stall). The lesson
+    panel's column stays a root of the main area: the sticky rule and the highlight's scroll look for it there.
 
     Without the template's busy spinner: Panel keeps every session's spinner in one process-wide list and sets all
     of them whenever any session's callback starts or ends, so 30 students cost 30 updates per click each. The
@@ -85,7 +86,8 @@ def made_once_shown(make, **options) -> pn.Column:
     """A column, full width, that ``make()`` fills once a browser shows the page (at once outside a server).
 
     Each column is filled in its own turn of the event loop: the sidebar, the lesson panel and the tabs made in the
-    one call that shows the page held every other student's page for up to 0.45 s.
+    one call that shows the page held every other student's page for all of it (``benchmarks/fuzz_server.py``
+    measures the longest stall).
     """
     column = pn.Column(sizing_mode="stretch_width", **options)
 
@@ -95,14 +97,16 @@ def made_once_shown(make, **options) -> pn.Column:
     return column
 
 
-def serve_page(page: pn.template.BaseTemplate) -> None:
-    """Add the page to this session's document with the document's model index rebuilt once, at the end.
+def serve_page(page: pn.template.BaseTemplate, location: Location | bool = True) -> None:
+    """Add the page to this session's document, with its ``location`` (``keep_choices_in_url``'s, else Panel's own),
+    the document's model index rebuilt once, at the end.
 
     Bokeh rebuilds the index of every model in a document each time a root is added, and the template adds about
-    twenty: building one page took 0.18 s of the event loop, 0.12 s with one rebuild (ten pages, one process).
+    twenty roots: one rebuild instead of twenty shortens the event loop's hold while a page is built
+    (``benchmarks/classroom_load.py`` measures the class it holds up).
     """
     with pn.state.curdoc.models.freeze():
-        page.servable()
+        page.servable(location=location)
 
 
 def explorer_inline(state: ExplorerState) -> pn.Row:

@@ -4,7 +4,7 @@ A write from an asyncio task outside the lock takes Panel's deferred path, in no
 writes. Here every write is a next-tick callback of the document, which Bokeh runs holding the lock, in the order
 the writes were asked for. Without a served document (a notebook, a test) a write applies at once. This alone did
 not end the page that stayed on "Running the prompt…": that was Panel's write queue stranding patches, mended in
-``write_queue.py``.
+``panel_internals.send_every_queued_patch``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,13 @@
 """One browser session's controller: it runs the backend off the event loop and writes the results into the
-state that every view watches. Only this module and its lessons (``viz_app/lessons.py``) call backend functions
-that take a loaded model."""
+state that every view watches.
+
+A Run click's path: the button triggers ``state.run_requested``; ``run_prompt`` runs ``analysis.analyse`` (the
+capture, the sink statistics, the next tokens) on a shared model thread (``model_work.py``); the run's job
+(``jobs.py``) publishes it into the state under the document's lock (``publishing.py``); the shown tab's view
+(``layouts``) redraws from the state, a hidden one when its tab is next shown; then the logit lens's opening
+positions are read ahead while the model threads are idle. What a tab asks for later (lens, pattern, attribution,
+sweep, NPZ) is ``tab_jobs.py``'s; the lessons and the Norms tab's comparison are ``lessons.py`` and ``comparison.py``.
+"""
 
 from __future__ import annotations
 
@@ -154,11 +161,11 @@ class ExplorerSession(TabJobs):
 
     def read_lens_ahead(self, run: Run, target: str) -> None:
         """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
-        lens tab then opens without waiting for its first matmuls, the slowest part of any tab (at 512 tokens on
-        the GPT-2-small shape, click -> drawn in chromium: 0.74 s before, 0.43 s after, medians of six in one
-        hour). It gives way, between two boundaries, to any job another page asks for. Nothing is shown from here;
-        ``read_lens`` picks the part up when the lens is asked for (and reads it itself if this read gave way or
-        failed). ``target`` is the one the run publishes: the state has it only once the publish is applied."""
+        lens tab then opens without waiting for its first matmuls, the slowest part of any tab
+        (``benchmarks/page_benchmark.py`` times the click on the lens tab). It gives way, between two boundaries, to any
+        job another page asks for. Nothing is shown from here; ``read_lens`` picks the part up when the lens is asked
+        for (and reads it itself if this read gave way or failed). ``target`` is the one the run publishes: the state
+        has it only once the publish is applied."""
         self.lens_read_ahead = None
         if not models_idle():
             return
@@ -223,9 +230,9 @@ class ExplorerSession(TabJobs):
     async def read_lens(self) -> None:
         """Read the logit lens a chunk of positions at a time, publishing after each chunk: first what was read
         ahead after the run, the positions on screen, then the others while no other job wants the model threads;
-        a new run, target or readout stops it between chunks. At 512 tokens the whole grid is about 4 s of matmuls
-        on two cores: it must not hold up a classroom's runs, and a user who drags the grid sideways sees the
-        positions they drag to next."""
+        a new run, target or readout stops it between chunks. At a few hundred tokens the whole grid is several times
+        the pass's matmuls: it must not hold up a classroom's runs, and a user who drags the grid sideways sees the
+        positions they drag to next (``benchmarks/page_benchmark.py`` times both)."""
         started = self.start_target_job("lens")
         if started is None:
             return
@@ -245,9 +252,8 @@ class ExplorerSession(TabJobs):
     async def read_lens_part(self, job: Job, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
         """Read the lens's next positions once it is their turn, or None if the job is no longer wanted or failed.
 
-        Positions off screen give way, between two boundaries, to another page's job and to a drag (at 512 tokens a
-        chunk takes 0.25-0.8 s, which a drag's own read would otherwise wait for); the next turn's positions are
-        read then."""
+        Positions off screen give way, between two boundaries, to another page's job and to a drag (a drag's own
+        read would otherwise wait for the whole chunk); the next turn's positions are read then."""
         while (positions := await self.lens_positions_to_read(job, run, unread)) is not None:
             off_screen = not self.unread_shown(unread).size
             gives_way = GivesWay(lambda: not alone_in_model_threads()

@@ -48,10 +48,10 @@ def load_models_beyond_gc(sources: list[str]) -> None:
     """``panel serve --warm``: load every model now, then move everything alive out of the garbage collector's scans.
 
     A full collection walks every tracked object while it holds the interpreter, so the event loop waits: the model
-    libraries and models alone are about 500,000 objects, 0.23 s a collection on the demo model, and collections
-    come every few seconds while pages are made. They live as long as the server, so ``gc.freeze`` leaves them out
-    of every later collection. Done before any page is made, so no page's objects are frozen (a frozen cycle would
-    never be freed).
+    libraries and models alone are hundreds of thousands of objects, and collections come every few seconds while pages
+    are made (``benchmarks/fuzz_server.py`` measures the longest stall). They live as long as the server, so
+    ``gc.freeze`` leaves them out of every later collection. Done before any page is made, so no page's objects are
+    frozen (a frozen cycle would never be freed).
     """
     models = import_module("viz_app.models")
     for source in sources:

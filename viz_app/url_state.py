@@ -1,8 +1,8 @@
 """The page's choices in its URL, read and written here rather than by Panel's ``location.sync``.
 
-Panel's query parsing guesses types (``layer=²`` passes ``isdigit`` and then fails ``int``; a prompt starting with
-``{`` is parsed as JSON and dropped) and it runs on every change of the URL. Here each value is read with its own
-type, range and length; a bad one falls back to its default, with a one-line note on the page.
+Panel's query parsing guesses types (``layer=²`` passes ``isdigit`` and then fails ``int``: see ``PageLocation``; a
+prompt starting with ``{`` is parsed as JSON and dropped). Here each value is read with its own type, range and
+length; a bad one falls back to its default, with a one-line note on the page.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from panel.io.location import Location
 from layouts.diagram_parts import could_name_a_part
 from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
+from viz_app.panel_internals import PageLocation
 
 URL_KEYS = ("prompt", "model", "compare", "bos", "pinned", "layer", "token", "target", "presenter", "lesson")
 LESSON_STEPS = ExplorerState.param.lesson.bounds[1]
@@ -136,27 +137,18 @@ def url_query(state: ExplorerState) -> str:
     return "?" + urlencode({key: value for key, value in values.items() if value is not None})
 
 
-class PageLocation(Location):
-    """Panel's Location without its query parsing, which runs whenever the URL changes, even when nothing syncs
-    through it, and raises on ``layer=²`` (``isdigit`` then ``int``), failing the page's script: a blank page."""
-
-    def _update_synced(self, event=None) -> None:
-        """Nothing syncs through this Location: ``keep_choices_in_url`` reads the URL itself."""
-
-
-def keep_choices_in_url(state: ExplorerState) -> None:
-    """Read the page's choices from its URL into ``state``, then write them back to the URL as they change.
-
-    Must run before anything asks for ``pn.state.location`` (the template does), which would make Panel's own.
+def keep_choices_in_url(state: ExplorerState) -> PageLocation:
+    """Read the page's choices from its URL into ``state``, then write them back to the URL as they change; the
+    Location returned is the one the page must be served with (``serve_page``), in place of Panel's own.
     """
-    document = pn.state.curdoc
-    location = pn.state._locations[document] = PageLocation.from_request(document.session_context.request)
+    location = PageLocation.from_request(pn.state.curdoc.session_context.request)
     choices, notes = url_choices(pn.state.session_args)
     state.param.update(**choices, url_note="; ".join(notes))
     location.search = url_query(state)
     state.param.watch(lambda *_events: setattr(location, "search", url_query(state)),
                       [key for key in URL_KEYS if key != "presenter"])
     state.param.watch(lambda *_events: reload_with(location, url_query(state)), "presenter")
+    return location
 
 
 def reload_with(location: Location, query: str) -> None:

@@ -29,6 +29,7 @@ class Family:
     when: dict = field(default_factory=dict)  # config values that pick this family among those of its model type
     config_overrides: dict = field(default_factory=dict)
     description: str = ""
+    part_notes: dict[str, str] = field(default_factory=dict)  # per diagram part, a card's words the fields above lack
 
     def module_path(self, role: str, layer: int | None = None) -> str | None:
         """The dotted module path for a role (its first alternative), formatted for a block; None if it lacks it."""
@@ -71,6 +72,10 @@ class Family:
 
     def has_value(self, name: str) -> bool:
         return name in self.value_reads()
+
+
+GATED_SILU_MLP = ("down_proj(SiLU(gate_proj(x)) × up_proj(x)): a gate and an up projection widen each position, and "
+                  "their product is projected back.")
 
 
 def llama_modules(**extra: str) -> dict[str, str]:

@@ -23,6 +23,8 @@ GPT2 = Family(
     # GPT-2's upcast attention path exposes no pattern; in float32 it computes the same values as eager.
     config_overrides={"reorder_and_upcast_attn": False},
     description="LayerNorm, learned absolute positions added before block 0, fused c_attn projection.",
+    part_notes={"mlp": "c_fc widens each position to 4 × the stream's width, GELU, and c_proj projects back.",
+                "lm_head": "GPT-2 ties it to the token embeddings (wte)."},
 )
 
 FAMILIES = (GPT2,)

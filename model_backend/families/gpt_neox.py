@@ -25,6 +25,10 @@ GPT_NEOX = Family(
     final_norm_centers=True,
     when={"use_parallel_residual": True},
     description="Parallel block: layer_input + attention_output + mlp_output = layer_output; rotary positions.",
+    part_notes={"mlp": "dense_h_to_4h widens each position (to 4 × the stream's width in Pythia), GELU, and "
+                       "dense_4h_to_h projects back.",
+                "attention": "The rotation turns only part of each head's dimensions (rotary_pct: a quarter in "
+                             "Pythia)."},
 )
 
 GPT_NEOX_SEQUENTIAL = replace(GPT_NEOX, name="GPT-NeoX (sequential)", residual="sequential",

@@ -8,6 +8,8 @@ PHI3 = Family(
     modules=llama_modules(value_projection="model.layers.{i}.self_attn.qkv_proj"),
     values_layout="fused",
     description="The Llama block; queries, keys and values from one qkv_proj, gate and up from one gate_up_proj.",
+    part_notes={"mlp": "One gate_up_proj makes the gate and the up halves side by side, and down_proj projects "
+                       "SiLU(gate) × up back."},
 )
 
 FAMILIES = (PHI3,)

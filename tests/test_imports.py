@@ -1,0 +1,38 @@
+"""What importing the page costs: the page is drawn before torch is loaded (``model_backend/__init__.py`` stays lazy),
+and the backend's modules import in any order (no cycle: ``LoadedModel`` lives apart from the loading that
+checks it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from model_backend import EXPORTS
+
+HEAVY = ("torch", "transformers", "sklearn")
+
+
+def imported_after(statement: str) -> set[str]:
+    """The top-level modules a fresh interpreter holds after ``statement``."""
+    script = f"import sys; {statement}; print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    return set(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True,
+                              cwd=".").stdout.split())
+
+
+def test_the_page_imports_neither_torch_nor_transformers_nor_scikit_learn():
+    assert not imported_after("import viz_app.page").intersection(HEAVY)
+
+
+@pytest.mark.parametrize("module", ["loading", "loaded_model", "load_check", "capture", "readout", "tokens"])
+def test_each_module_the_load_probe_uses_imports_first(module):
+    """A cycle among them would fail one of these with a partly initialized module."""
+    assert "model_backend" in imported_after(f"import model_backend.{module}")
+
+
+def test_every_exported_name_is_importable():
+    import model_backend
+    for names in EXPORTS.values():
+        for name in names:
+            assert getattr(model_backend, name) is not None
