@@ -9,7 +9,7 @@ from layouts.lesson_marks import lesson_marks
 from layouts.lesson_text import IDENTITY_BLOCK, LessonInputs, lesson_text
 from layouts.state import DEFAULT_PROMPT
 from model_backend import capture_run, detect_sinks
-from model_backend.tokens import next_token_probabilities
+from model_backend.tokens import next_token_probabilities, token_strings
 
 from .failures import report_failure
 
@@ -44,7 +44,7 @@ def prediction_of(loaded, run) -> tuple[str, float, int]:
     """The model's top next token after the prompt, its probability and the vocabulary's size."""
     probabilities = next_token_probabilities(run)
     best = int(probabilities.argmax())
-    return loaded.tokenizer.decode([best]), float(probabilities[best]), len(probabilities)
+    return token_strings(loaded, [best])[0], float(probabilities[best]), len(probabilities)
 
 
 def other_bos_run(loaded, run):
