@@ -11,6 +11,7 @@ from model_backend.tokens import visible_token
 
 from .highlight import marks_for, point_boxes, show_highlight
 from .style import readable_figure, show_ticks
+from .target_box import target_box
 from .tab_view import TabView
 
 MIN_SPAN = 1.0  # log-probability units the y axis always shows
@@ -74,13 +75,16 @@ class InterventionView(TabView):
         show_ticks(self.fig.xaxis, range(run.n_layers))
         self.fig.x_range.update(start=-0.5, end=run.n_layers - 0.5)
         progress = "" if done == run.n_layers else f" · {done} of {run.n_layers} so far"
-        self.fig.title.text = (f"log p({visible_token(self.state.target)}) next, block {sweep.site} × "
+        match = self.state.target_match
+        token = match.followed.labels[0] if match is not None and match.token_id == sweep.target_id else ""
+        self.fig.title.text = (f"log p({visible_token(token) or sweep.target_id}) next, block {sweep.site} × "
                                f"{sweep.alpha:g} · {run.seq_len} tokens{progress}")
         self.note.object = f"<p>Clean run: log p = {sweep.clean_logprob:.3f}.</p>"
 
     def layout(self):
+        box, note = target_box(self.state)
         return pn.Column(
-            pn.FlexBox(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
+            pn.FlexBox(box,
                    pn.widgets.FloatSlider.from_param(self.state.param.alpha, width=300),
                    pn.widgets.Button.from_param(self.state.param.sweep_requested, color="primary", width=200)),
-            self.note, pn.pane.Bokeh(self.fig))
+            note, self.note, pn.pane.Bokeh(self.fig))

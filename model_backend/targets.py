@@ -86,11 +86,13 @@ def other_spellings(prompt: str, typed: str) -> list[str]:
     return [text for case in cases for text in (f" {case}", case)]
 
 
-def match_target(loaded, run, typed: str, fallback_id: int | None = None) -> TargetMatch:
+def match_target(loaded, run, typed: str, fallback_id: int | None = None,
+                 probabilities: np.ndarray | None = None) -> TargetMatch:
     """Match the typed target after the run's prompt: one token is followed; several are named and the views keep
-    ``fallback_id`` (default: the model's top prediction); an empty box follows the top prediction."""
+    ``fallback_id`` (default: the model's top prediction); an empty box follows the top prediction.
+    ``probabilities``: the run's next-token probabilities, if already computed (else read from its logits)."""
     check_no_surrogate(typed, "target")
-    probabilities = next_token_probabilities(run)
+    probabilities = next_token_probabilities(run) if probabilities is None else probabilities
     top = int(probabilities.argmax())
     if not typed.strip():
         return TargetMatch(typed, spelling_of_id(loaded, top, probabilities), None, ())

@@ -72,13 +72,6 @@ def check_no_surrogate(text: str, what: str) -> None:
                           "emoji); delete it or paste the text again")
 
 
-def target_token_id(loaded: LoadedModel, text: str) -> int | None:
-    """The first token of a target text (" Paris" -> one id), or None when the box is empty."""
-    check_no_surrogate(text, "target")
-    ids = loaded.tokenizer.encode(text, add_special_tokens=False)
-    return ids[0] if ids else None
-
-
 def top_prediction(loaded: LoadedModel, run, position: int = -1) -> str:
     """The token the model ranks first after ``position`` of a run (by default the next token), as its label."""
     return token_strings(loaded, [int(run.logits_at([position])[0].argmax())])[0]
@@ -96,11 +89,6 @@ def top_next_tokens(loaded: LoadedModel, run, k: int = 5) -> list[tuple[str, flo
     probabilities = next_token_probabilities(run)
     top = np.argsort(probabilities)[::-1][:k]
     return list(zip(token_strings(loaded, top.tolist()), probabilities[top].tolist()))
-
-
-def target_or_top_prediction(loaded: LoadedModel, run, target: str) -> str:
-    """The typed target, or the model's own next-token prediction when the box is empty."""
-    return target if target else top_prediction(loaded, run)
 
 
 def check_fits(loaded: LoadedModel, n_tokens: int) -> None:

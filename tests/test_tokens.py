@@ -11,7 +11,7 @@ from model_backend import PromptError, capture_run
 from model_backend.model_names import SMOLLM2_COPY
 from model_backend.package_index import prepared_folder
 from model_backend.token_bytes import sequence_labels, token_bytes, token_labels
-from model_backend.tokens import encode_prompt, sequence_strings, target_token_id, token_strings, visible_token
+from model_backend.tokens import encode_prompt, sequence_strings, token_strings, visible_token
 from test_targets import sentencepiece_tokenizer
 
 
@@ -64,14 +64,6 @@ def test_visible_token_shows_characters_that_hide_or_reorder_text():
     assert visible_token("a\u202eb\u200f") == "a⟨U+202E⟩b⟨U+200F⟩"
     assert visible_token("\x00\x1b\u2028") == "⟨U+0000⟩⟨U+001B⟩⟨U+2028⟩"
     assert visible_token("👩\u200d👧 é") == "👩⟨U+200D⟩👧␣é"
-
-
-def test_target_is_its_first_token_and_refuses_a_lone_surrogate(gpt2):
-    assert target_token_id(gpt2, " Paris") == 6342
-    assert target_token_id(gpt2, "") is None
-    with pytest.raises(PromptError, match=r"the target holds a lone UTF-16 surrogate, U\+DC00, at character 2 of 2"):
-        target_token_id(gpt2, " \udc00")
-
 
 
 NBSP = "\u00a0"

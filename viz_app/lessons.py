@@ -36,7 +36,7 @@ def step_settings(step: int, state, predicted_target: str) -> dict:
         settings.update(prompt=DEFAULT_PROMPT, raw_lens=False,
                         target=predicted_target if state.prompt == DEFAULT_PROMPT else "")
     elif step == 5:
-        settings.update(attribution_position=-1, attribution_target="")
+        settings.update(attribution_position=-1)
     return settings
 
 
@@ -99,7 +99,7 @@ class LessonGuide:
         prediction, probability, vocabulary = await asyncio.to_thread(prediction_of, loaded, run)
         inputs = LessonInputs(run, state.sinks, prediction, probability, vocabulary, state.layer,
                               other_bos_run=other_run, other_bos_sinks=other_sinks, lens=state.lens,
-                              target=state.target, attribution=state.attribution, sweep=state.sweep)
+                              target=state.target_match.followed.labels[0] if state.target_match else state.target, attribution=state.attribution, sweep=state.sweep)
         try:
             text, marks = await asyncio.to_thread(lambda: (lesson_text(step, inputs), lesson_marks(step, inputs)))
         except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable

@@ -57,12 +57,12 @@ class TabJobs:
             run, loaded = state.run, self.loaded
             if run is None or loaded is None or state.attribution is not None:
                 return
-            asked = (state.attribution_position, state.attribution_target)
+            asked = (state.attribution_position, state.target_id)
             job = self.jobs.start("attribution", run,
-                                  wanted=lambda: asked == (state.attribution_position, state.attribution_target))
+                                  wanted=lambda: asked == (state.attribution_position, state.target_id))
             position = state.attribution_position if state.attribution_position < run.seq_len else -1
             attribution = await self.in_worker("Attributing the logit…", attribution_for, loaded, run,
-                                               state.attribution_target, position)
+                                               state.target_id, position)
             if attribution is not None:
                 job.publish(attribution=attribution)
 
