@@ -12,6 +12,9 @@ from model_backend.tokens import visible_token
 
 from .state import ExplorerState
 
+# The same text as page_driving.locators.TARGET_BOX_PLACEHOLDER, which the browser tests find the boxes by.
+TARGET_BOX_PLACEHOLDER = "a word, e.g. London (empty: top prediction)"
+
 
 def shown_token(label: str) -> str:
     """A token label as code, its spaces and hidden characters visible, escaped."""
@@ -19,15 +22,16 @@ def shown_token(label: str) -> str:
 
 
 def probability_text(probability: float) -> str:
-    """A probability readable at any size: a percentage, or in powers of ten below 0.01%."""
-    return f"{probability:.2%}" if probability >= 1e-4 else f"{probability:.1e}"
+    """A probability as a percentage with two significant digits ("75%", "0.41%", "0.0024%"), in powers of ten
+    below one in a million."""
+    return f"{100 * probability:.2g}%" if probability >= 1e-6 else f"{probability:.1e}"
 
 
-def followed_token(match) -> str:
-    """The token followed, with its id and probability, ``p = …`` after the prompt's last token."""
+def followed_token(match, after: str) -> str:
+    """The token followed, its id, and its probability as the next token."""
     followed = match.followed
-    return (f"{shown_token(followed.labels[0])} (token {followed.token_ids[0]}, p = "
-            f"{probability_text(followed.probability)} as the next token)")
+    return (f"{shown_token(followed.labels[0])} (token {followed.token_ids[0]}) · p = "
+            f"{probability_text(followed.probability)} {after}")
 
 
 def target_note(match, run) -> str:
@@ -37,19 +41,18 @@ def target_note(match, run) -> str:
     after = f"after {shown_token(run.tokens[-1])}"
     typed = html.escape(match.typed)
     if match.written is None:
-        lines = [f"Following {followed_token(match)}: the model's top prediction {after}. Type a word to follow "
+        lines = [f"Following {followed_token(match, after)}: the model's top prediction. Type a word to follow "
                  "another token."]
     elif match.refused:
         pieces = " · ".join(shown_token(label) for label in match.written.labels)
         lines = [f"<b>“{typed}” is not one token</b>: {after} it is written as {len(match.written.token_ids)} "
                  f"tokens, {pieces}. A target must be one token, so the views still follow "
-                 f"{followed_token(match)}."]
+                 f"{followed_token(match, after)}."]
     else:
-        how = (" (as the next token is written, with its leading space)"
-               if match.written.text != match.typed else "")
-        lines = [f"Following {followed_token(match)}{how}, typed “{typed}”."]
+        how = ", with the space a word has here" if match.written.text != match.typed else ""
+        lines = [f"Following {followed_token(match, after)} · typed “{typed}”{how}."]
     if match.others:
-        offered = ", ".join(f"{shown_token(other.labels[0])} (token {other.token_ids[0]}, "
+        offered = ", ".join(f"{shown_token(other.labels[0])} (token {other.token_ids[0]}, p = "
                             f"{probability_text(other.probability)})" for other in match.others)
         lines.append(f"Other spellings, one token each: {offered}.")
     return "".join(f"<p class='target-note'>{line}</p>" for line in lines)
@@ -58,7 +61,7 @@ def target_note(match, run) -> str:
 def target_box(state: ExplorerState, width: int = 240):
     """The target's text box and, under it, the token it became: the same in every tab that follows a target."""
     box = pn.widgets.TextInput.from_param(state.param.target, width=width,
-                                          placeholder="a word, e.g. London (empty: top prediction)")
+                                          placeholder=TARGET_BOX_PLACEHOLDER)
     note = pn.pane.HTML(pn.bind(target_note, state.param.target_match, state.param.run),
                         sizing_mode="stretch_width", css_classes=["target-box"])
     return box, note

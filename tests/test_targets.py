@@ -90,3 +90,16 @@ def test_sentencepiece_writes_london_after_a_word_as_its_spaced_piece(prepend):
     ids = continuation_ids(tokenizer, prompt, next_token_text(prompt, "London"))
     assert tokenizer.convert_ids_to_tokens(list(ids)) == ["▁London"]
     assert tokenizer.convert_ids_to_tokens(list(continuation_ids(tokenizer, prompt, "London"))) != ["▁London"]
+
+
+def test_the_target_box_says_what_is_followed_and_escapes_what_was_typed(gpt2, france):
+    from layouts.target_box import probability_text, target_note
+
+    assert [probability_text(p) for p in (0.75, 0.0041, 2.4e-05, 3e-9)] == ["75%", "0.41%", "0.0024%", "3.0e-09"]
+    note = target_note(match_target(gpt2, france, "London"), france)
+    assert "<code>␣London</code> (token 3576)" in note and "typed “London”, with the space a word has here" in note
+    assert "<code>London</code> (token 23421" in note
+    refused = target_note(match_target(gpt2, france, "<b>x</b>y", fallback_id=3576), france)
+    assert "“&lt;b&gt;x&lt;/b&gt;y” is not one token" in refused and "<b>x" not in refused
+    assert "still follow <code>␣London</code> (token 3576)" in refused
+    assert "the model's top prediction" in target_note(match_target(gpt2, france, ""), france)

@@ -17,6 +17,8 @@ from layouts.run_summary import next_tokens_panel, stale_banner
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
 
+from .checkbox_labels import label_clicks_toggle_checkboxes
+
 TITLE = "Residual Stream Explorer"
 TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine similarity", SimilarityView),
         ("Logit lens", LogitLensView), ("Logit attribution", AttributionView), ("Attention", AttentionView),
@@ -103,6 +105,7 @@ def serve_page(page: pn.template.BaseTemplate) -> None:
     """
     with pn.state.curdoc.models.freeze():
         page.servable()
+    label_clicks_toggle_checkboxes(pn.state.curdoc)
 
 
 def explorer_inline(state: ExplorerState) -> pn.Row:
