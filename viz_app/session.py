@@ -176,7 +176,7 @@ class ExplorerSession(TabJobs):
         except PromptError as error:
             report_failure(self.publisher, error)
             return
-        state.param.update(target_match=match, target_id=match.token_id, message="")
+        state.param.update(target_match=match, target_id=match.token_id)
 
     def read_lens_ahead(self, run: Run, target_id: int) -> None:
         """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
