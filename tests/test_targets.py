@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import string
 
-import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, normalizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast

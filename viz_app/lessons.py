@@ -68,15 +68,15 @@ class LessonGuide:
 
     def open_step(self, *_events) -> None:
         """Set what the new step needs (asked from a click, inside the document's lock); a changed prompt or BOS
-        runs again."""
+        runs again, once."""
         state, step = self.state, self.state.lesson
         if step == 0:
             state.param.update(lesson_text="", highlight={})
             return
         settings = step_settings(step, state, self.session.predicted_target)
-        rerun = any(key in settings and settings[key] != getattr(state, key) for key in ("prompt", "bos"))
+        changed = {key for key in ("prompt", "bos") if key in settings and settings[key] != getattr(state, key)}
         state.param.update(lesson_text="", highlight={}, **settings)
-        if rerun:
+        if changed == {"prompt"}:  # a changed BOS switch runs the prompt by itself
             state.param.trigger("run_requested")
 
     async def other_bos_pass(self, loaded, run) -> tuple:
