@@ -96,11 +96,9 @@ def sum_check(attribution: LogitAttribution, bars_sum: float) -> str:
 def what_is_attributed(attribution: LogitAttribution, run: Run) -> str:
     """Which logit the bars split: the position and its token, and the target the tabs share (all escaped)."""
     target = html.escape(visible_token(attribution.target_token))
-    return (f"<p class='attribution-about'>Logit of <code>{target}</code> (token {attribution.target_id}, the "
-            f"target the lens and the intervention follow too) "
-            f"at position {attribution.position} <code>{html.escape(visible_token(run.tokens[attribution.position]))}"
-            f"</code>, read through the final norm with its scale frozen at this position. Click a bar to pin the card "
-            f"of the value it reads.</p>")
+    return (f"<p class='attribution-about'>Logit of <code>{target}</code> (token {attribution.target_id}) at "
+            f"position {attribution.position} <code>{html.escape(visible_token(run.tokens[attribution.position]))}"
+            f"</code>, through the final norm with its scale frozen there. Click a bar to pin its value's card.</p>")
 
 
 def position_options(run: Run) -> dict[str, int]:

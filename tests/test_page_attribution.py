@@ -84,7 +84,7 @@ def test_heads_position_and_a_typed_target(page_with_checks, tiny_model):
     page.locator("select").filter(has_text="(last)").select_option(label=f"3:{visible_token(run.tokens[3])}")
     expect(page.locator(".attribution-about")).to_contain_text("at position 3")
     top = int(run.logits[-1].argmax())
-    expect(page.locator(".attribution-about")).to_contain_text(f"(token {top}, the target the lens")
+    expect(page.locator(".attribution-about")).to_contain_text(f"(token {top}) at position 3")
     assert page.evaluate(INJECTED_IMAGES) == 0
     expected = direct_logit_attribution(tiny_model, run, top, position=3)
     bars_sum, logit = shown_sum_and_logit(page)
