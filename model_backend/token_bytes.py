@@ -105,4 +105,12 @@ def sequence_labels(pieces: list[bytes]) -> list[str]:
 
 def token_labels(pieces: list[bytes]) -> list[str]:
     """Each token's label read on its own (a lens cell, a prediction): a split character as its bytes only."""
-    return [sequence_labels([piece])[0] for piece in pieces]
+    return [whole_text(piece) or sequence_labels([piece])[0] for piece in pieces]
+
+
+def whole_text(piece: bytes) -> str | None:
+    """The piece's text when it is whole UTF-8 (most tokens), else None."""
+    try:
+        return piece.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
