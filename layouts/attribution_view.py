@@ -20,6 +20,7 @@ from .attribution_axis import EMB_X, bar_places, block_ticker
 from .downloads import csv_download
 from .highlight import bar_boxes, marks_for, show_highlight
 from .style import readable_figure
+from .target_box import target_box
 from .tab_view import TabView
 
 if TYPE_CHECKING:  # the attribution module imports torch; the view only reads its arrays
@@ -92,19 +93,12 @@ def sum_check(attribution: LogitAttribution, bars_sum: float) -> str:
             f"<b>{attribution.logit:.6f}</b> · difference {difference:.1e} (relative {relative:.1e})</p>")
 
 
-def what_is_attributed(attribution: LogitAttribution, run: Run, typed: str) -> str:
-    """Which logit the bars split: the position and its token, the target and where it came from (all escaped)."""
+def what_is_attributed(attribution: LogitAttribution, run: Run) -> str:
+    """Which logit the bars split: the position and its token, and the target the tabs share (all escaped)."""
     target = html.escape(visible_token(attribution.target_token))
-    if not typed:
-        source = "the model's top prediction there"
-    elif attribution.target_token == typed:
-        source = "as typed"
-    else:
-        source = f"the first token of “{html.escape(typed)}”"
-    return (f"<p class='attribution-about'>Logit of <code>{target}</code> (token {attribution.target_id}, {source}) "
-            f"at position {attribution.position} <code>{html.escape(visible_token(run.tokens[attribution.position]))}"
-            f"</code>, read through the final norm with its scale frozen at this position. Click a bar to pin the card "
-            f"of the value it reads.</p>")
+    return (f"<p class='attribution-about'>Logit of <code>{target}</code> (token {attribution.target_id}) at "
+            f"position {attribution.position} <code>{html.escape(visible_token(run.tokens[attribution.position]))}"
+            f"</code>, through the final norm with its scale frozen there. Click a bar to pin its value's card.</p>")
 
 
 def position_options(run: Run) -> dict[str, int]:
@@ -118,7 +112,7 @@ class AttributionView(TabView):
 
     per_head = param.Boolean(default=False, label="one bar per attention head")
 
-    watches = ("run", "attribution", "attribution_position", "attribution_target", "highlight")
+    watches = ("run", "attribution", "attribution_position", "highlight")
     own_watches = ("per_head",)
 
     def build(self) -> None:
@@ -158,7 +152,7 @@ class AttributionView(TabView):
         self.figure.title.text = (f"Direct logit attribution of {visible_token(attribution.target_token)} at position "
                                   f"{attribution.position} · {run.seq_len} tokens")
         self.check.object = sum_check(attribution, float(terms.sum()))
-        self.about.object = what_is_attributed(attribution, run, self.state.attribution_target)
+        self.about.object = what_is_attributed(attribution, run)
 
     def _on_tap(self, _attr, _old, indices) -> None:
         if indices:
@@ -186,10 +180,8 @@ class AttributionView(TabView):
                             index=pd.Index(labels, name="value"))
 
     def layout(self):
+        box, note = target_box(self.state)
         return pn.Column(
-            pn.FlexBox(self.position_picker,
-                   pn.widgets.TextInput.from_param(self.state.param.attribution_target, width=240,
-                                                   placeholder="empty: the top prediction"),
-                   pn.widgets.Checkbox.from_param(self.param.per_head, align="end")),
-            self.about, self.check,
+            pn.FlexBox(self.position_picker, box, pn.widgets.Checkbox.from_param(self.param.per_head, align="end")),
+            note, self.about, self.check,
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"), self.pinned_note, self.download)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, Title
+from bokeh.models import ColumnDataSource, Span, Title
 
 from model_backend.tokens import visible_token
 
 from .highlight import marks_for, point_boxes, show_highlight
 from .style import readable_figure, show_ticks
+from .target_box import target_box
 from .tab_view import TabView
 
 MIN_SPAN = 1.0  # log-probability units the y axis always shows
@@ -34,7 +35,19 @@ def sweep_plot() -> tuple:
     fig.legend.orientation = "horizontal"
     fig.add_layout(fig.legend[0], "above")  # above the plot, never over a point
     fig.add_layout(Title(text=LAST_BLOCK_NOTE, text_font_size="14px", text_font_style="italic"), "below")
+    fig.add_layout(Span(dimension="width", location=0, line_dash="dotted", line_color="#555555", line_width=2,
+                        visible=False, name="intervention_uniform"))
+    fig.add_layout(Title(text="", text_font_size="14px", text_font_style="italic", visible=False,
+                         name="intervention_zero_note"), "below")
     return fig, points, clean
+
+
+def zero_alpha_note(sweep) -> str:
+    """Why α = 0 can put every point at one value: the stream after the scaled block is zero, and a model with no
+    bias to write into it then outputs the uniform distribution, whose log p is computed from its vocabulary."""
+    return (f"α = 0 zeroes the stream after the scaled block. Where no bias writes into it again, the output is\n"
+            f"uniform over the {sweep.vocabulary_size:,} tokens: log p = −ln {sweep.vocabulary_size:,} = "
+            f"{sweep.uniform_logprob:.2f} (dotted line).".replace("-", "−"))
 
 
 def log_prob_range(points: np.ndarray, clean: float) -> tuple[float, float]:
@@ -67,20 +80,29 @@ class InterventionView(TabView):
         done = len(sweep.scaled_logprobs)
         self.points.data = {"x": np.arange(done), "y": sweep.scaled_logprobs}
         self.clean.data = {"x": [-0.5, run.n_layers - 0.5], "y": [sweep.clean_logprob] * 2}
-        low, high = log_prob_range(sweep.scaled_logprobs, sweep.clean_logprob)
+        zeroed = sweep.alpha == 0
+        uniform, = self.fig.select(name="intervention_uniform")
+        note, = self.fig.select(name="intervention_zero_note")
+        uniform.update(location=sweep.uniform_logprob, visible=zeroed)
+        note.update(text=zero_alpha_note(sweep) if zeroed else "", visible=zeroed)
+        shown = np.append(sweep.scaled_logprobs, sweep.uniform_logprob) if zeroed else sweep.scaled_logprobs
+        low, high = log_prob_range(shown, sweep.clean_logprob)
         self.fig.y_range.update(start=low, end=high)
         show_highlight(self.fig, point_boxes(marks_for(self.state, "intervention"), sweep.scaled_logprobs,
                                              (high - low) / 8), middle=(run.n_layers - 1) / 2)
         show_ticks(self.fig.xaxis, range(run.n_layers))
         self.fig.x_range.update(start=-0.5, end=run.n_layers - 0.5)
         progress = "" if done == run.n_layers else f" · {done} of {run.n_layers} so far"
-        self.fig.title.text = (f"log p({visible_token(self.state.target)}) next, block {sweep.site} × "
+        match = self.state.target_match
+        token = match.followed.labels[0] if match is not None and match.token_id == sweep.target_id else ""
+        self.fig.title.text = (f"log p({visible_token(token) or sweep.target_id}) next, block {sweep.site} × "
                                f"{sweep.alpha:g} · {run.seq_len} tokens{progress}")
         self.note.object = f"<p>Clean run: log p = {sweep.clean_logprob:.3f}.</p>"
 
     def layout(self):
+        box, note = target_box(self.state)
         return pn.Column(
-            pn.FlexBox(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
+            pn.FlexBox(box,
                    pn.widgets.FloatSlider.from_param(self.state.param.alpha, width=300),
                    pn.widgets.Button.from_param(self.state.param.sweep_requested, color="primary", width=200)),
-            self.note, pn.pane.Bokeh(self.fig))
+            note, self.note, pn.pane.Bokeh(self.fig))

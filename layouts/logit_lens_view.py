@@ -21,6 +21,7 @@ from .downloads import csv_download
 from .highlight import lens_boxes, marks_for, show_highlight
 from .style import add_color_bar, readable_figure, show_ticks, token_axis_labels
 from .tab_view import TabView
+from .target_box import target_box
 
 if TYPE_CHECKING:  # the lens module imports torch; the view only reads its arrays
     from model_backend.lens import LogitLens
@@ -117,6 +118,11 @@ def lens_table(run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> pd.DataFra
     return pd.DataFrame(columns, index=lens.row_labels)
 
 
+def lens_target_label(match, lens: LogitLens) -> str:
+    """The label of the token the lens followed (the match's, once the lens is read for it)."""
+    return match.followed.labels[0] if match is not None and match.token_id == lens.target_id else str(lens.target_id)
+
+
 class LogitLensView(TabView):
     """Grid, readout check, target plots and a raw-lens switch for the state's lens, updated as positions are read."""
 
@@ -196,11 +202,11 @@ class LogitLensView(TabView):
         self.probability.y_range.factors = list(reversed(labels))
         self.probabilities.data = {"x": lens.target_probs[:, -1], "y": labels}
         self.ranks.data = {"x": lens.target_ranks[:, -1], "y": labels}
-        token = visible_token(self.state.target)
+        token = visible_token(lens_target_label(self.state.target_match, lens))
         self.probability.title.text = f"p({token}) at the end · {run.seq_len} tokens"
         self.rank.title.text = f"rank of {token} (1 = top)"
 
     def layout(self):
-        return pn.Column(pn.FlexBox(pn.widgets.TextInput.from_param(self.state.param.target, width=220),
-                                pn.widgets.Checkbox.from_param(self.state.param.raw_lens)),
-                         self.check, pn.pane.Bokeh(self.grid), self.selected, self.targets, self.download)
+        box, note = target_box(self.state)
+        return pn.Column(pn.FlexBox(box, pn.widgets.Checkbox.from_param(self.state.param.raw_lens, align="end")),
+                         note, self.check, pn.pane.Bokeh(self.grid), self.selected, self.targets, self.download)

@@ -29,14 +29,13 @@ class ExplorerState(param.Parameterized):
                           doc="the open block, also the layer other views show")
     token = param.Integer(default=0, bounds=(0, None), label="token", doc="the position followed across layers")
     pinned = param.List(default=[], item_type=str, doc="ids of the diagram parts whose cards are pinned")
-    target = param.String(default="", doc="the token the logit lens and the intervention follow; a run fills an "
-                                         "empty box with the model's own top prediction")
+    target = param.String(default="", doc="the target as typed, which the lens, the attribution and the "
+                                         "intervention follow once matched to a token; a run fills an empty box "
+                                         "with the model's own top prediction")
     alpha = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="scale applied to one block's output")
     raw_lens = param.Boolean(default=False, doc="read blocks through lm_head without the final norm")
     lens_window = param.Range(default=None, doc="first and last position the lens grid shows; None: the last ones")
     attribution_position = param.Integer(default=-1, bounds=(-1, None), doc="the position attributed; -1: the last")
-    attribution_target = param.String(default="", label="target token",
-                                      doc="the token whose logit is attributed; empty: the model's top prediction")
 
     compare = param.String(default="", doc="display name of the model whose norms the Norms tab shows under the "
                                            "run's, for the same prompt; empty: none (kept in the URL)")
@@ -61,6 +60,10 @@ class ExplorerState(param.Parameterized):
     pattern = param.Parameter(default=None, doc="attention pattern [heads, query, key] of block ``pattern_layer``")
     pattern_layer = param.Integer(default=None, allow_None=True, doc="the block ``pattern`` belongs to")
     sweep = param.Parameter(default=None, doc="ScalingSweep for the target, or None")
+    target_match = param.Parameter(default=None, doc="TargetMatch: the typed target matched to a token after the "
+                                                     "run's prompt, with its probability and other spellings")
+    target_id = param.Integer(default=None, allow_None=True, doc="the one token the lens, the attribution and the "
+                                                                 "intervention follow (target_match's)")
     attribution = param.Parameter(default=None, doc="LogitAttribution of the last run at attribution_position")
     compare_offered = param.List(default=[], item_type=str, doc="the models the Norms tab can compare with: every "
                                                                 "loaded one but the one in use")

@@ -20,7 +20,7 @@ from .loaded_model import LoadedModel
 from .names import VALUES_BY_NAME, full_name
 from .readout import unembed
 from .run import Run
-from .tokens import check_fits, encode_prompt, token_strings
+from .tokens import check_fits, encode_prompt, sequence_strings
 
 NOT_HOOKED = ("logits", "attention_probabilities")  # computed when first read (Run.logits, Run.attention_probabilities)
 
@@ -46,7 +46,7 @@ def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str 
         prompt=prompt,
         bos=bos,
         token_ids=np.asarray(token_ids, dtype=np.int64),
-        tokens=token_strings(loaded, token_ids),
+        tokens=sequence_strings(loaded, token_ids),
         values=recorder.values,
         attention_column_sums=np.stack(recorder.column_sums),
         attention_diagonal=np.stack(recorder.diagonals),

@@ -5,6 +5,7 @@ Each block is scaled on its own in a fresh forward pass; only the last position'
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,12 @@ class ScalingSweep:
     alpha: float
     clean_logprob: float
     scaled_logprobs: np.ndarray  # [layer]
+    vocabulary_size: int  # how many tokens the logits score
+
+    @property
+    def uniform_logprob(self) -> float:
+        """log p of any token when the output is uniform over the vocabulary: -ln(vocabulary size)."""
+        return -math.log(self.vocabulary_size)
 
 
 def scaled_output_hook(alpha: float):
@@ -42,6 +49,11 @@ def last_position_logprob(loaded: LoadedModel, token_ids: torch.Tensor, target_i
     """The log-probability of ``target_id`` as the next token after the whole prompt."""
     logits = loaded.model(input_ids=token_ids, use_cache=False, logits_to_keep=1).logits[0, -1]
     return float(logits.float().log_softmax(dim=-1)[target_id])
+
+
+def vocabulary_size(run: Run) -> int:
+    """How many tokens the model's logits score: what a uniform output spreads its probability over."""
+    return int(run.logits_at([-1]).shape[-1])
 
 
 def clean_logprob(run: Run, target_id: int) -> float:
@@ -68,4 +80,4 @@ def scaling_sweep(loaded: LoadedModel, run: Run, target_id: int, *, alpha: float
                   site: str = "layer_output") -> ScalingSweep:
     """Rerun the prompt once per block with that block's ``site`` scaled by ``alpha`` (the blog's demo 3)."""
     scaled = [scaled_logprob(loaded, run, target_id, layer, alpha=alpha, site=site) for layer in range(run.n_layers)]
-    return ScalingSweep(target_id, site, alpha, clean_logprob(run, target_id), np.array(scaled))
+    return ScalingSweep(target_id, site, alpha, clean_logprob(run, target_id), np.array(scaled), vocabulary_size(run))

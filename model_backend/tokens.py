@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import PromptError
+from .token_bytes import sequence_labels, token_bytes, token_labels
 
 if TYPE_CHECKING:  # loading imports transformers, which a page that only draws tokens need not wait for
     from .loaded_model import LoadedModel
@@ -32,7 +33,9 @@ class VisibleMarks(dict):
         return self[code_point]
 
 
-VISIBLE_MARKS = VisibleMarks({ord(" "): "␣", ord("\n"): "↵", ord("\t"): "⇥", ord("\r"): "␍"})
+# U+FFFD is what a decoder writes for bytes that are no text: shown as its code point, never as "�".
+VISIBLE_MARKS = VisibleMarks({ord(" "): "␣", ord("\n"): "↵", ord("\t"): "⇥", ord("\r"): "␍",
+                              0xFFFD: "⟨U+FFFD⟩"})
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> list[int]:
@@ -70,16 +73,9 @@ def check_no_surrogate(text: str, what: str) -> None:
                           "emoji); delete it or paste the text again")
 
 
-def target_token_id(loaded: LoadedModel, text: str) -> int | None:
-    """The first token of a target text (" Paris" -> one id), or None when the box is empty."""
-    check_no_surrogate(text, "target")
-    ids = loaded.tokenizer.encode(text, add_special_tokens=False)
-    return ids[0] if ids else None
-
-
 def top_prediction(loaded: LoadedModel, run, position: int = -1) -> str:
-    """The token the model ranks first after ``position`` of a run (by default the next token), as text."""
-    return loaded.tokenizer.decode([int(run.logits_at([position])[0].argmax())])
+    """The token the model ranks first after ``position`` of a run (by default the next token), as its label."""
+    return token_strings(loaded, [int(run.logits_at([position])[0].argmax())])[0]
 
 
 def next_token_probabilities(run) -> np.ndarray:
@@ -93,12 +89,7 @@ def top_next_tokens(loaded: LoadedModel, run, k: int = 5) -> list[tuple[str, flo
     """The model's ``k`` likeliest next tokens after the prompt, as (text, probability), likeliest first."""
     probabilities = next_token_probabilities(run)
     top = np.argsort(probabilities)[::-1][:k]
-    return [(loaded.tokenizer.decode([int(i)]), float(probabilities[i])) for i in top]
-
-
-def target_or_top_prediction(loaded: LoadedModel, run, target: str) -> str:
-    """The typed target, or the model's own next-token prediction when the box is empty."""
-    return target if target else top_prediction(loaded, run)
+    return list(zip(token_strings(loaded, top.tolist()), probabilities[top].tolist()))
 
 
 def check_fits(loaded: LoadedModel, n_tokens: int) -> None:
@@ -113,8 +104,17 @@ def check_fits(loaded: LoadedModel, n_tokens: int) -> None:
 
 
 def token_strings(loaded: LoadedModel, token_ids: list[int]) -> list[str]:
-    """Each token decoded on its own, so a word keeps its leading space (" Paris", not "Paris")."""
-    return [loaded.tokenizer.decode([token_id]) for token_id in token_ids]
+    """Each token's label read on its own, the one source of every token shown apart from its neighbours (a lens
+    cell, a prediction, a target): a word keeps its leading space (" Paris", not "Paris"), and a piece of a
+    character shows its bytes (``⟨e6 97⟩``), never U+FFFD."""
+    return token_labels(token_bytes(loaded.tokenizer, token_ids))
+
+
+def sequence_strings(loaded: LoadedModel, token_ids: list[int]) -> list[str]:
+    """The labels of a prompt's tokens, the one source of every axis, card, table and file that names a position:
+    as ``token_strings``, but a character split between consecutive tokens is named beside each token's share of
+    its bytes (``⟨e6 97 of 日⟩``, ``⟨a5 of 日⟩``)."""
+    return sequence_labels(token_bytes(loaded.tokenizer, token_ids))
 
 
 def visible_token(text: str) -> str:

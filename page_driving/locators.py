@@ -15,6 +15,8 @@ FIGURES_BY_TAB = {
 NORMS_TAB = "Norms & sinks"
 PROMPT_BOX_PLACEHOLDER = "Type a prompt, press Enter"
 PROMPT_BOX = f"input[placeholder='{PROMPT_BOX_PLACEHOLDER}']"
+TARGET_BOX_PLACEHOLDER = "a word, e.g. London (empty: top prediction)"  # one box in each tab that follows a target
+TARGET_BOX = f"input[placeholder='{TARGET_BOX_PLACEHOLDER}']"
 
 FIND_VIEW = """name => Bokeh.index.query_one(view => view.model.name === name)"""
 # The tick labels of a named figure's token axis ("0:<|endoftext|>", "1:The", …), in position order.

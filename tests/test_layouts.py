@@ -123,3 +123,21 @@ def test_a_presenter_title_wraps_at_its_dots_then_between_words_and_only_once():
                                     "magenta: above the colour range"]
     assert title_lines(wrapped, 35) == wrapped
     assert title_lines(title, 200) == title
+
+
+def test_alpha_zero_is_explained_on_the_intervention_figure_from_the_models_vocabulary(llama):
+    """Llama's blocks have no biases: a zeroed stream stays zero to the end, so every point at α = 0 is the uniform
+    output's log p, -ln(vocabulary size), which the figure names and draws."""
+    from viz_app.notebook import intervention_view
+
+    run = capture_run(llama, "The capital of France is", bos=True)
+    view = intervention_view(llama, run, alpha=0.0)
+    sweep, vocabulary = view.state.sweep, run.logits.shape[-1]
+    np.testing.assert_allclose(sweep.scaled_logprobs, -np.log(vocabulary), atol=1e-5)
+    note, = view.fig.select(name="intervention_zero_note")
+    line, = view.fig.select(name="intervention_uniform")
+    assert note.visible and line.visible and line.location == -np.log(vocabulary)
+    assert f"−ln {vocabulary:,} = −{np.log(vocabulary):.2f}" in note.text
+    assert view.fig.y_range.start < -np.log(vocabulary) < view.fig.y_range.end
+    shown = intervention_view(llama, run, alpha=0.5)
+    assert not shown.fig.select(name="intervention_zero_note")[0].visible

@@ -13,6 +13,7 @@ from layouts.state import ExplorerState
 from model_backend import capture_run, direct_logit_attribution
 from model_backend.tokens import visible_token
 from test_page import ARTIFACTS, INJECTED_IMAGES, PROMPT, run_prompt, show_tab
+from page_driving.locators import TARGET_BOX
 
 SHOWN_BARS = """() => {
     const view = Bokeh.index.query_one(v => v.model.name === "logit_attribution");
@@ -75,15 +76,17 @@ def test_heads_position_and_a_typed_target(page_with_checks, tiny_model):
     page.locator(".bk-Checkbox").filter(has_text="one bar per attention head").locator("input").check()
     heads_shown = f"layers.{run.n_layers - 1}.attention_output.head_{run.n_heads - 1}"
     page.wait_for_function(f"() => ({SHOWN_BARS})().labels.includes('{heads_shown}')")
-    typed = "<img src=x onerror=alert(1)>"
-    target = page.get_by_placeholder("empty: the top prediction")
+    typed = "<img src=x onerror=alert(1)>"  # several tokens: refused, the shared target stays the top prediction
+    target = page.locator(TARGET_BOX).locator("visible=true")
     target.fill(typed)
     target.press("Enter")
-    expect(page.locator(".attribution-about")).to_contain_text(f"the first token of “{typed}”")
+    expect(page.locator(".target-note").locator("visible=true").first).to_contain_text(f"“{typed}” is not one token")
     page.locator("select").filter(has_text="(last)").select_option(label=f"3:{visible_token(run.tokens[3])}")
     expect(page.locator(".attribution-about")).to_contain_text("at position 3")
+    top = int(run.logits[-1].argmax())
+    expect(page.locator(".attribution-about")).to_contain_text(f"(token {top}) at position 3")
     assert page.evaluate(INJECTED_IMAGES) == 0
-    expected = direct_logit_attribution(tiny_model, run, tiny_model.tokenizer.encode(typed)[0], position=3)
+    expected = direct_logit_attribution(tiny_model, run, top, position=3)
     bars_sum, logit = shown_sum_and_logit(page)
     assert abs(logit - expected.logit) <= 1e-5 and abs(bars_sum - logit) <= 1e-3 * abs(logit)
     page.screenshot(path=ARTIFACTS / "page-attribution-heads.png")

@@ -4,6 +4,7 @@ refused prompts leave another page's run untouched; no traceback, no console err
 from __future__ import annotations
 
 import json
+import re
 import random
 
 from playwright.sync_api import Page, expect
@@ -121,6 +122,7 @@ def test_refused_prompts_stay_on_their_own_page(page_with_checks, browser, tiny_
     page.locator(PROMPT_BOX).press("Enter")
     run_prompt(other, "and goes on", n_tokens_of(tiny_model, "and goes on"))
     expect(page.locator(".error-line")).to_contain_text("the prompt is empty")
+    expect(page).to_have_url(re.compile(r"[?&]prompt=The\+capital\+of\+"))  # the link keeps the prompt that ran
     wait_until_idle(other)
     expect(other.locator(".error-line")).to_have_count(0)
     other.close()

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from model_backend import LoadedModel, Run, capture_token_ids, detect_sinks, direct_logit_attribution
-from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_next_tokens
+from model_backend.targets import TargetMatch, match_target
+from model_backend.tokens import encode_prompt, next_token_probabilities, token_strings, top_next_tokens
 
 from .prompt_limits import check_page_token_limit
 
@@ -20,6 +21,8 @@ class Analysis:
     run: Run
     sinks: object
     next_tokens: list  # the likeliest next tokens, (text, probability)
+    target: TargetMatch  # the typed target matched after this prompt (the top prediction for an empty box)
+    next_probabilities: np.ndarray  # [vocab]: what a target typed later is matched with, without the model
 
     @property
     def top_prediction(self) -> str:
@@ -34,9 +37,9 @@ def decoded(loaded: LoadedModel, token_ids: np.ndarray) -> np.ndarray:
     return strings[inverse].reshape(token_ids.shape)
 
 
-def attribution_for(loaded: LoadedModel, run: Run, target_text: str, position: int):
-    """The direct logit attribution of a typed target (the top prediction when the box is empty)."""
-    return direct_logit_attribution(loaded, run, target_token_id(loaded, target_text), position)
+def attribution_for(loaded: LoadedModel, run: Run, target_id: int | None, position: int):
+    """The direct logit attribution of the followed target (the top prediction there when None)."""
+    return direct_logit_attribution(loaded, run, target_id, position)
 
 
 def page_run(loaded: LoadedModel, prompt: str, bos: bool) -> Run:
@@ -46,7 +49,10 @@ def page_run(loaded: LoadedModel, prompt: str, bos: bool) -> Run:
     return capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
 
 
-def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
-    """Run the prompt, if within the page's limits, and compute what every view needs, in one worker thread."""
+def analyse(loaded: LoadedModel, prompt: str, bos: bool, typed_target: str = "") -> Analysis:
+    """Run the prompt, if within the page's limits, and compute what every view needs, in one worker thread; a
+    typed target that is not one token after this prompt leaves the views on the top prediction."""
     run = page_run(loaded, prompt, bos)
-    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run))
+    probabilities = next_token_probabilities(run)
+    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run),
+                    match_target(loaded, run, typed_target, probabilities=probabilities), probabilities)

@@ -9,7 +9,7 @@ from layouts.lesson_marks import lesson_marks
 from layouts.lesson_text import IDENTITY_BLOCK, LessonInputs, lesson_text
 from layouts.state import DEFAULT_PROMPT
 from model_backend import capture_run, detect_sinks
-from model_backend.tokens import next_token_probabilities
+from model_backend.tokens import next_token_probabilities, token_strings
 
 from .failures import report_failure
 
@@ -36,7 +36,7 @@ def step_settings(step: int, state, predicted_target: str) -> dict:
         settings.update(prompt=DEFAULT_PROMPT, raw_lens=False,
                         target=predicted_target if state.prompt == DEFAULT_PROMPT else "")
     elif step == 5:
-        settings.update(attribution_position=-1, attribution_target="")
+        settings.update(attribution_position=-1)
     return settings
 
 
@@ -44,7 +44,7 @@ def prediction_of(loaded, run) -> tuple[str, float, int]:
     """The model's top next token after the prompt, its probability and the vocabulary's size."""
     probabilities = next_token_probabilities(run)
     best = int(probabilities.argmax())
-    return loaded.tokenizer.decode([best]), float(probabilities[best]), len(probabilities)
+    return token_strings(loaded, [best])[0], float(probabilities[best]), len(probabilities)
 
 
 def other_bos_run(loaded, run):
@@ -68,15 +68,15 @@ class LessonGuide:
 
     def open_step(self, *_events) -> None:
         """Set what the new step needs (asked from a click, inside the document's lock); a changed prompt or BOS
-        runs again."""
+        runs again, once."""
         state, step = self.state, self.state.lesson
         if step == 0:
             state.param.update(lesson_text="", highlight={})
             return
         settings = step_settings(step, state, self.session.predicted_target)
-        rerun = any(key in settings and settings[key] != getattr(state, key) for key in ("prompt", "bos"))
+        changed = {key for key in ("prompt", "bos") if key in settings and settings[key] != getattr(state, key)}
         state.param.update(lesson_text="", highlight={}, **settings)
-        if rerun:
+        if changed == {"prompt"}:  # a changed BOS switch runs the prompt by itself
             state.param.trigger("run_requested")
 
     async def other_bos_pass(self, loaded, run) -> tuple:
@@ -99,7 +99,7 @@ class LessonGuide:
         prediction, probability, vocabulary = await asyncio.to_thread(prediction_of, loaded, run)
         inputs = LessonInputs(run, state.sinks, prediction, probability, vocabulary, state.layer,
                               other_bos_run=other_run, other_bos_sinks=other_sinks, lens=state.lens,
-                              target=state.target, attribution=state.attribution, sweep=state.sweep)
+                              target=state.target_match.followed.labels[0] if state.target_match else state.target, attribution=state.attribution, sweep=state.sweep)
         try:
             text, marks = await asyncio.to_thread(lambda: (lesson_text(step, inputs), lesson_marks(step, inputs)))
         except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable

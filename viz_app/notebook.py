@@ -25,7 +25,7 @@ from model_backend.lens import logit_lens
 from model_backend.norms import detect_sinks
 from model_backend.loaded_model import LoadedModel
 from model_backend.run import Run
-from model_backend.tokens import target_or_top_prediction, target_token_id
+from model_backend.targets import TargetMatch, match_target
 
 from .models import ModelOutcome, shared_model
 from .page import explorer_inline
@@ -47,12 +47,20 @@ def controlled_state(loaded: LoadedModel | None, run: Run, layer: int = 0, token
     return session.state
 
 
-def target_id_of(loaded: LoadedModel, target: str) -> int:
-    """The target's first token id; a notebook call fails at once on an empty target."""
-    target_id = target_token_id(loaded, target)
-    if target_id is None:
-        raise ValueError(f"the target {target!r} encodes to no token; give one such as ' Paris'")
-    return target_id
+def matched_target(loaded: LoadedModel, run: Run, target: str) -> TargetMatch:
+    """``target`` matched after the run's prompt as the page matches it (empty: the top prediction); a notebook
+    call fails at once on one that is not one token."""
+    match = match_target(loaded, run, target)
+    if match.refused:
+        raise ValueError(f"the target {target!r} is {len(match.written.token_ids)} tokens after this prompt "
+                         f"({', '.join(map(repr, match.written.labels))}); give one token, such as 'Paris'")
+    return match
+
+
+def following(state: ExplorerState, match: TargetMatch) -> ExplorerState:
+    """The state following ``match``'s token (set before the results its views draw: a new target clears them)."""
+    state.param.update(target_match=match, target_id=match.token_id)
+    return state
 
 
 def diagram_view(loaded: LoadedModel, run: Run, layer: int = 0, pinned: Sequence[str] = ("block.0",)) -> DiagramView:
@@ -73,10 +81,9 @@ def similarity_view(run: Run, layer: int = 0, token: int = 0) -> SimilarityView:
 def logit_lens_view(loaded: LoadedModel, run: Run, target: str = "", raw: bool = False) -> LogitLensView:
     """Every boundary read through the final norm and unembedding (``raw``: without the norm), and ``target``'s
     probability and rank (an empty target: the model's top prediction)."""
-    target = target_or_top_prediction(loaded, run, target)
-    state = controlled_state(loaded, run, target=target, raw_lens=raw)
-    target_id = target_token_id(loaded, target)
-    lens = logit_lens(loaded, run, k=LENS_TOP_K, target_id=target_id, raw=raw)
+    match = matched_target(loaded, run, target)
+    state = following(controlled_state(loaded, run, target=target, raw_lens=raw), match)
+    lens = logit_lens(loaded, run, k=LENS_TOP_K, target_id=match.token_id, raw=raw)
     state.param.update(lens=lens, lens_tokens=decoded(loaded, lens.top_ids))
     return LogitLensView(state)
 
@@ -86,8 +93,9 @@ def attribution_view(loaded: LoadedModel, run: Run, target: str = "", position: 
     empty target: the model's top prediction; -1: the last position)."""
     if not -1 <= position < run.seq_len:
         raise ValueError(f"position {position} is outside -1..{run.seq_len - 1}")
-    state = controlled_state(loaded, run, attribution_target=target, attribution_position=position)
-    state.attribution = direct_logit_attribution(loaded, run, target_token_id(loaded, target), position)
+    match = matched_target(loaded, run, target)
+    state = following(controlled_state(loaded, run, target=target, attribution_position=position), match)
+    state.attribution = direct_logit_attribution(loaded, run, match.token_id, position)
     return AttributionView(state)
 
 
@@ -102,9 +110,9 @@ def intervention_view(loaded: LoadedModel, run: Run, target: str = "",
                       alpha: float = DEFAULT_ALPHA) -> InterventionView:
     """``target``'s log-probability at the last position when each block's output in turn is scaled by ``alpha``
     (an empty target: the model's top prediction)."""
-    target = target_or_top_prediction(loaded, run, target)
-    state = controlled_state(loaded, run, target=target, alpha=alpha)
-    state.sweep = scaling_sweep(loaded, run, target_id_of(loaded, target), alpha=alpha)
+    match = matched_target(loaded, run, target)
+    state = following(controlled_state(loaded, run, target=target, alpha=alpha), match)
+    state.sweep = scaling_sweep(loaded, run, match.token_id, alpha=alpha)
     return InterventionView(state)
 
 

@@ -18,6 +18,8 @@ from layouts.run_summary import next_tokens_panel, stale_banner
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
 
+from .checkbox_labels import label_clicks_toggle_checkboxes
+
 TITLE = "Residual Stream Explorer"
 TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine similarity", SimilarityView),
         ("Logit lens", LogitLensView), ("Logit attribution", AttributionView), ("Attention", AttentionView),
@@ -107,6 +109,7 @@ def serve_page(page: pn.template.BaseTemplate, location: Location | bool = True)
     """
     with pn.state.curdoc.models.freeze():
         page.servable(location=location)
+    label_clicks_toggle_checkboxes(pn.state.curdoc)
 
 
 def explorer_inline(state: ExplorerState) -> pn.Row:

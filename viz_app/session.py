@@ -20,7 +20,7 @@ import numpy as np
 
 from layouts.state import ExplorerState
 from model_backend import LoadedModel, LogitLens, PromptError, Run, joined_lens, logit_lens
-from model_backend.tokens import target_token_id
+from model_backend.targets import match_target
 
 from .analysis import analyse, decoded
 from .background import BackgroundTasks
@@ -70,8 +70,11 @@ class ExplorerSession(TabJobs):
         self.state.param.watch(self.launcher(self.read_attribution), "attribution_requested")
         self.state.param.watch(self.launcher(self.prepare_npz), "npz_requested")
         self.npz_path = None
-        self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "attribution_target"])
-        self.state.param.watch(self.forget_target_results, ["target", "raw_lens", "alpha"])
+        self.state.param.watch(self.launcher(self.run_prompt), "bos")
+        self.state.param.watch(self.match_typed_target, "target")
+        self.next_probabilities = (None, None)  # (run, its next-token probabilities): a typed target's match
+        self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "target_id"])
+        self.state.param.watch(self.forget_target_results, ["target_id", "raw_lens", "alpha"])
         self.lessons = LessonGuide(self)
         self.comparison = NormsComparison(self)
 
@@ -140,39 +143,58 @@ class ExplorerSession(TabJobs):
                 return
             started = time.perf_counter()
             analysis = await self.in_worker(f"Running the prompt through {loaded.display_name}…", analyse, loaded,
-                                            state.prompt, state.bos)
+                                            state.prompt, state.bos, self.typed_target())
             if analysis is None:
                 self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
                                             "download belong to the previous run")
                 return
             run = analysis.run
-            typed_target = state.target not in ("", self.predicted_target)
+            match = analysis.target
+            target = state.target if match.typed else analysis.top_prediction
             self.predicted_target = analysis.top_prediction
-            target = state.target if typed_target else analysis.top_prediction
+            self.next_probabilities = (run, analysis.next_probabilities)
             self.jobs.cancel("lens", "sweep", "pattern", "attribution", "npz")
             job.publish(
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
-                pattern=None, npz_link="", target=target,
+                pattern=None, npz_link="", target=target, target_match=match, target_id=match.token_id,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
                 message="", stale="", next_tokens=analysis.next_tokens,
                 status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
                        f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
-            self.read_lens_ahead(run, target)
+            self.read_lens_ahead(run, match.token_id)
 
-    def read_lens_ahead(self, run: Run, target: str) -> None:
+    def typed_target(self) -> str:
+        """The target box's text, or "" when it holds nothing or the top prediction a run put there."""
+        return "" if self.state.target in ("", self.predicted_target) else self.state.target
+
+    def match_typed_target(self, *_events) -> None:
+        """Match the box's new text after the run's prompt and follow it if it is one token; one that is not keeps
+        the token followed now, and the target box says why. Only the tokenizer works here (the run's
+        next-token probabilities are kept from its analysis), so it is done at once, in the page's callback."""
+        state, run, loaded, typed = self.state, self.state.run, self.loaded, self.typed_target()
+        analysed, probabilities = self.next_probabilities
+        shown = state.target_match
+        if run is None or loaded is None or (shown is not None and shown.typed == typed):
+            return
+        if analysed is not run:  # a notebook's run, not analysed here: read from its logits
+            probabilities = None
+        try:
+            match = match_target(loaded, run, typed, state.target_id, probabilities)
+        except PromptError as error:
+            report_failure(self.publisher, error)
+            return
+        state.param.update(target_match=match, target_id=match.token_id)
+
+    def read_lens_ahead(self, run: Run, target_id: int) -> None:
         """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
         lens tab then opens without waiting for its first matmuls, the slowest part of any tab
         (``benchmarks/page_benchmark.py`` times the click on the lens tab). It gives way, between two boundaries, to any
         job another page asks for. Nothing is shown from here; ``read_lens`` picks the part up when the lens is asked
-        for (and reads it itself if this read gave way or failed). ``target`` is the one the run publishes: the state
+        for (and reads it itself if this read gave way or failed). ``target_id`` is the one the run publishes: the state
         has it only once the publish is applied."""
         self.lens_read_ahead = None
         if not models_idle():
             return
-        try:
-            target_id = target_token_id(self.loaded, target)
-        except PromptError:
-            return  # read_lens says why when the lens is asked for
         raw, positions = self.state.raw_lens, unread_on_screen(np.ones(run.seq_len, dtype=bool), None)
         asked_for = threading.Event()
         gives_way = GivesWay(lambda: not asked_for.is_set() and not alone_in_model_threads())
@@ -199,16 +221,11 @@ class ExplorerSession(TabJobs):
             return await ahead.part
 
     def start_target_job(self, kind: str) -> tuple[Job, int | None] | None:
-        """Start a job of ``kind`` on the current run for the typed target: (job, target id or None for an empty
-        box), or None when there is no run yet or the target is refused (the page then says why)."""
+        """Start a job of ``kind`` on the current run for the followed target: (job, its token id), or None when
+        there is no run yet."""
         if self.state.run is None or self.loaded is None:
             return None
-        try:
-            target_id = target_token_id(self.loaded, self.state.target)
-        except PromptError as error:
-            report_failure(self.publisher, error)
-            return None
-        return self.jobs.start(kind, self.state.run), target_id
+        return self.jobs.start(kind, self.state.run), self.state.target_id
 
     def forget_target_results(self, *_events) -> None:
         """A new target, readout or α makes the lens and the sweep stale: their jobs stop, and their views ask again

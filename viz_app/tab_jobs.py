@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from model_backend import ScalingSweep, clean_logprob, scaled_logprob
+from model_backend.interventions import vocabulary_size
 
 from .analysis import attribution_for
 from .model_work import in_model_thread
@@ -36,8 +37,8 @@ class TabJobs:
         if target_id is None:
             self.publisher.update(message="Type a target token for the intervention.")
             return
-        alpha, scaled, clean = state.alpha, [], clean_logprob(run, target_id)
-        job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
+        alpha, scaled, clean, vocabulary = state.alpha, [], clean_logprob(run, target_id), vocabulary_size(run)
+        job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
         for layer in range(run.n_layers):
             async with self._work:
                 if not job.current:
@@ -47,7 +48,7 @@ class TabJobs:
             if point is None or not job.current:
                 return
             scaled.append(point)
-            job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
+            job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
 
     async def read_attribution(self) -> None:
         """Attribute the logit at the chosen position to every writer and head, off the event loop (asked by its
@@ -57,12 +58,12 @@ class TabJobs:
             run, loaded = state.run, self.loaded
             if run is None or loaded is None or state.attribution is not None:
                 return
-            asked = (state.attribution_position, state.attribution_target)
+            asked = (state.attribution_position, state.target_id)
             job = self.jobs.start("attribution", run,
-                                  wanted=lambda: asked == (state.attribution_position, state.attribution_target))
+                                  wanted=lambda: asked == (state.attribution_position, state.target_id))
             position = state.attribution_position if state.attribution_position < run.seq_len else -1
             attribution = await self.in_worker("Attributing the logit…", attribution_for, loaded, run,
-                                               state.attribution_target, position)
+                                               state.target_id, position)
             if attribution is not None:
                 job.publish(attribution=attribution)
 

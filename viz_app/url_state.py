@@ -117,11 +117,17 @@ def url_choices(arguments: dict[str, list[bytes]]) -> tuple[dict, list[str]]:
     return choices, notes
 
 
+def linked_prompt(state: ExplorerState) -> str:
+    """The prompt a link opens with: the one of the run on screen, so an empty or refused prompt leaves the link
+    as it was (a link to it would open a page with no run); the box's before the first run."""
+    return state.run.prompt if state.run is not None else state.prompt
+
+
 def url_query(state: ExplorerState) -> str:
     """The state's choices as a URL query, each in the form ``url_choices`` reads back; a prompt too long for a
     link is left out."""
     values = {
-        "prompt": UrlText.serialize(state.prompt),
+        "prompt": UrlText.serialize(linked_prompt(state)),
         "model": state.model,
         "compare": state.compare or None,
         "bos": "true" if state.bos else "false",
@@ -146,7 +152,7 @@ def keep_choices_in_url(state: ExplorerState) -> PageLocation:
     state.param.update(**choices, url_note="; ".join(notes))
     location.search = url_query(state)
     state.param.watch(lambda *_events: setattr(location, "search", url_query(state)),
-                      [key for key in URL_KEYS if key != "presenter"])
+                      [key for key in URL_KEYS if key != "presenter"] + ["run"])
     state.param.watch(lambda *_events: reload_with(location, url_query(state)), "presenter")
     return location
 

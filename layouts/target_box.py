@@ -1,0 +1,67 @@
+"""The one target box the logit lens, the attribution and the intervention share: the typed text, and the token it
+became shown as a token (its space visible, its id, its probability as the next token), other spellings that are
+one token, and why a typed word that is several tokens is not followed."""
+
+from __future__ import annotations
+
+import html
+
+import panel as pn
+
+from model_backend.tokens import visible_token
+
+from .state import ExplorerState
+
+# The same text as page_driving.locators.TARGET_BOX_PLACEHOLDER, which the browser tests find the boxes by.
+TARGET_BOX_PLACEHOLDER = "a word, e.g. London (empty: top prediction)"
+
+
+def shown_token(label: str) -> str:
+    """A token label as code, its spaces and hidden characters visible, escaped."""
+    return f"<code>{html.escape(visible_token(label))}</code>"
+
+
+def probability_text(probability: float) -> str:
+    """A probability as a percentage with two significant digits ("75%", "0.41%", "0.0024%"), in powers of ten
+    below one in a million."""
+    return f"{100 * probability:.2g}%" if probability >= 1e-6 else f"{probability:.1e}"
+
+
+def followed_token(match, after: str) -> str:
+    """The token followed, its id, and its probability as the next token."""
+    followed = match.followed
+    return (f"{shown_token(followed.labels[0])} (token {followed.token_ids[0]}) · p = "
+            f"{probability_text(followed.probability)} {after}")
+
+
+def target_note(match, run) -> str:
+    """What the views follow and why, for the state's ``target_match`` (escaped: the typed text is user text)."""
+    if match is None or run is None:
+        return ""
+    after = f"after {shown_token(run.tokens[-1])}"
+    typed = html.escape(match.typed)
+    if match.written is None:
+        lines = [f"Following {followed_token(match, after)}: the model's top prediction. Type a word to follow "
+                 "another token."]
+    elif match.refused:
+        pieces = " · ".join(shown_token(label) for label in match.written.labels)
+        lines = [f"<b>“{typed}” is not one token</b>: {after} it is written as {len(match.written.token_ids)} "
+                 f"tokens, {pieces}. A target must be one token, so the views still follow "
+                 f"{followed_token(match, after)}."]
+    else:
+        how = ", with the space a word has here" if match.written.text != match.typed else ""
+        lines = [f"Following {followed_token(match, after)} · typed “{typed}”{how}."]
+    if match.others:
+        offered = ", ".join(f"{shown_token(other.labels[0])} (token {other.token_ids[0]}, p = "
+                            f"{probability_text(other.probability)})" for other in match.others)
+        lines.append(f"Other spellings, one token each: {offered}.")
+    return "".join(f"<p class='target-note'>{line}</p>" for line in lines)
+
+
+def target_box(state: ExplorerState, width: int = 240):
+    """The target's text box and, under it, the token it became: the same in every tab that follows a target."""
+    box = pn.widgets.TextInput.from_param(state.param.target, width=width,
+                                          placeholder=TARGET_BOX_PLACEHOLDER)
+    note = pn.pane.HTML(pn.bind(target_note, state.param.target_match, state.param.run),
+                        sizing_mode="stretch_width", css_classes=["target-box"])
+    return box, note
