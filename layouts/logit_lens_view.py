@@ -19,7 +19,7 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .highlight import lens_boxes, marks_for, show_highlight
+from .highlight import lens_boxes, marks_for, outside_labels, show_highlight
 from .style import add_color_bar, readable_figure, show_ticks, token_axis_labels
 from .tab_view import TabView
 
@@ -85,6 +85,7 @@ def lens_grid(presenter: bool = False) -> tuple:
     if presenter:
         fig.add_layout(LinearAxis(), "below")
     fig.yaxis.axis_label = ROWS_AXIS_LABEL
+    outside_labels(fig)  # made with the figure: added to a figure on the page, BokehJS found no view for it
     boxes = fig.rect("position", "y", 1, 1, source=cells, fill_color={"field": "prob", "transform": mapper},
                      line_color="white", nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0,
                      selection_line_color="#d62728", selection_line_width=3)  # a click outlines its cell only

@@ -5,12 +5,11 @@ card, which must be on screen at 1024x768 and 1366x768."""
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 import pytest
 from conftest import RUN_SECONDS, wait_until_idle
 from playwright.sync_api import Page, expect
 from test_page import ARTIFACTS, PROMPT, click_part, n_tokens_of, show_tab
+from test_page_fit import open_presenting
 from test_page_lessons import HIGHLIGHT, STEP_FIGURES, STEP_SECONDS
 
 from page_driving.locators import FIGURES_BY_TAB, PROMPT_BOX
@@ -81,7 +80,9 @@ SMALL_BOKEH_TEXT = f"""least => {{
     const drawn = {DRAWN};
     const px = size => parseFloat(typeof size === "object" && size !== null ? size.value : size);
     const small = [];
-    const check = (figure, what, size) => {{ if (px(size) < least) small.push(`${{figure}} ${{what}}: ${{px(size)}}px`); }};
+    const check = (figure, what, size) => {{
+        if (px(size) < least) small.push(`${{figure}} ${{what}}: ${{px(size)}}px`);
+    }};
     for (const view of Bokeh.index.query(v => v.model.type === "Figure" || v.model.type === "Plot")) {{
         if (!view.el.isConnected || !drawn(view.el)) continue;
         const fig = view.model, name = fig.name || fig.title?.text || "figure";
@@ -190,10 +191,7 @@ def presenter_page(browser, served_app, tiny_model):
     errors = []
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{served_app.url}?presenter=true&prompt={quote(PROMPT)}")
-    expect(page.locator(".status-line")).to_contain_text(f" {n_tokens_of(tiny_model, PROMPT)} tokens ",
-                                                         timeout=RUN_SECONDS)
-    wait_until_idle(page)
+    open_presenting(page, served_app.url, PROMPT, n_tokens_of(tiny_model, PROMPT))
     yield page
     wait_until_idle(page)
     page.close()
