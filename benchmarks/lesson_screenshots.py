@@ -45,7 +45,8 @@ async def take(url: str, out: Path) -> list[Path]:
         browser = await launch_chromium(playwright)
         page = await browser.new_page(viewport=VIEWPORT)
         await page.goto(url)
-        await page.locator(".status-line").filter(has_text="tokens").wait_for(timeout=TIMEOUT_MS)
+        # attached, not visible: presenter mode folds the sidebar that holds it away
+        await page.locator(".status-line").filter(has_text="tokens").wait_for(state="attached", timeout=TIMEOUT_MS)
         await wait_until_idle(page)
         await page.get_by_role("button", name="▶ Lessons").click()
         saved = []

@@ -36,7 +36,7 @@ ROWS_AXIS_LABEL = "after block"  # the rows' full names ("block 29 → final nor
 
 def short_row_label(row: int, n_rows: int, raw: bool) -> str:
     """A lens row's name on the grid's axis, short so that the cells get the width: "embed", the block's number,
-    and "29 → out" for the last (the long names are in the hover and the axis's title)."""
+    and "29 → out" for the last; the axis is named "after block" and the full names are in the hover."""
     if row == 0:
         return "embed"
     if row < n_rows - 1:

@@ -1,9 +1,11 @@
 """Presenter mode on a 1024x768 projector, walked as a teacher would: every tab, then every lesson step, each checked
 for text under 20 px (the page's text, shadow roots included, and every Bokeh figure's fonts), a lesson text that
 scrolls in its box, a lesson mark out of view, the lesson panel lying over a control, and "\\ufffd"; then a pinned
-card, which must be on screen at 1024x768 and 1366x768."""
+card, which must be on screen at 1024x768 and 1366x768; normal mode keeps every text at 14 px at least."""
 
 from __future__ import annotations
+
+from urllib.parse import quote
 
 import pytest
 from conftest import RUN_SECONDS, wait_until_idle
@@ -15,6 +17,7 @@ from test_page_lessons import HIGHLIGHT, STEP_FIGURES, STEP_SECONDS
 from page_driving.locators import FIGURES_BY_TAB, PROMPT_BOX
 
 PRESENTER_PX = 20
+NORMAL_PX = 14
 PROJECTOR = {"width": 1024, "height": 768}
 WIDE = {"width": 1366, "height": 768}
 
@@ -260,3 +263,20 @@ def test_a_pinned_card_is_on_screen_beside_its_open_block(browser, served_app, v
     assert 0 <= page.evaluate(OPEN_BLOCK_TOP, "block.1") <= viewport["height"]
     wait_until_idle(page)
     page.close()
+
+
+@pytest.mark.parametrize("viewport", [PROJECTOR, WIDE], ids=["1024", "1366"])
+def test_normal_mode_keeps_every_text_at_14_px(browser, served_app, tiny_model, viewport):
+    page = browser.new_page(viewport=viewport)
+    page.goto(f"{served_app.url}?prompt={quote(PROMPT)}")
+    n_tokens = n_tokens_of(tiny_model, PROMPT)
+    expect(page.locator(".status-line")).to_contain_text(f" {n_tokens} tokens ", timeout=RUN_SECONDS)
+    problems = []
+    for tab in FIGURES_BY_TAB:
+        show_tab(page, tab, n_tokens)
+        wait_until_idle(page)
+        page.mouse.move(1, viewport["height"] - 1)
+        problems += [f"{tab}: {text}" for text in page.evaluate(SMALL_DOM_TEXT, NORMAL_PX)]
+        problems += [f"{tab}: {text}" for text in page.evaluate(SMALL_BOKEH_TEXT, NORMAL_PX)]
+    page.close()
+    assert not problems, "\n".join(problems)
