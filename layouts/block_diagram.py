@@ -68,7 +68,8 @@ const reveal = tries => {
 setTimeout(() => reveal(30), 100);
 """
 FIGURE_HEIGHT = 490
-LABEL_PIXELS = 18  # the least room a block's label needs; closer blocks are labelled every few (hover names all)
+LABEL_PIXELS = 24  # the least room a block's label needs at presenter mode's 20 px; closer blocks are labelled every
+# few (the hover names all)
 LABEL_STEPS = (1, 2, 5, 10)
 
 

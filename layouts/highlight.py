@@ -7,8 +7,9 @@ from bokeh.models import ColumnDataSource, CustomJS, Title
 
 HIGHLIGHT_COLOR = "#ff4500"
 # Scrolls whatever holds the figure (the tabs' column below an open lesson, else the page's main area) so that the
-# figure's first labelled mark sits in the middle of what is visible below the lesson panel, and a sideways-scrolling
-# figure (the attribution's many bars) to the mark; retried until the figure is drawn with the new marks.
+# figure's first labelled mark sits in the middle of what is visible below the lesson panel (or higher, where that
+# keeps the figure's title in view too), and a sideways-scrolling figure (the attribution's many bars) to the mark;
+# retried until the figure is drawn with the new marks.
 BRING_INTO_VIEW = """
 const labelled = source.data.label.findIndex(label => label);
 if (labelled < 0) return;
@@ -37,8 +38,11 @@ const scroll = tries => {
     const top = Math.max(panel ? panel.getBoundingClientRect().bottom : 0, down.getBoundingClientRect().top);
     const bottom = Math.min(window.innerHeight, down.getBoundingClientRect().bottom);
     const y = canvas.top + glyph.sy[labelled];
-    if (y < top + 40 || y > bottom - 40)
-        down.scrollBy({top: y - (top + bottom) / 2});
+    if (y < top + 40 || y > bottom - 40) {
+        let by = y - (top + bottom) / 2;
+        if (by > 0 && y - (canvas.top - top) <= bottom - 40) by = Math.min(by, canvas.top - top);  // keep the title
+        down.scrollBy({top: by});
+    }
 };
 setTimeout(() => scroll(20), 50);
 """
