@@ -20,7 +20,7 @@ from model_backend.tokens import visible_token
 
 from .downloads import csv_download
 from .highlight import lens_boxes, marks_for, outside_labels, show_highlight
-from .style import add_color_bar, readable_figure, show_ticks, token_axis_labels
+from .style import add_color_bar, readable_axes, readable_figure, show_ticks, token_axis_labels
 from .tab_view import TabView
 
 if TYPE_CHECKING:  # the lens module imports torch; the view only reads its arrays
@@ -84,6 +84,7 @@ def lens_grid(presenter: bool = False) -> tuple:
                           y_range=FactorRange(), x_range=(-0.5, 0.5), x_axis_location="above")
     if presenter:
         fig.add_layout(LinearAxis(), "below")
+        readable_axes(fig)
     fig.yaxis.axis_label = ROWS_AXIS_LABEL
     outside_labels(fig)  # made with the figure: added to a figure on the page, BokehJS found no view for it
     boxes = fig.rect("position", "y", 1, 1, source=cells, fill_color={"field": "prob", "transform": mapper},

@@ -39,11 +39,17 @@ def readable_figure(**options) -> figure:
     options.setdefault("tools", TOOLS)
     fig = figure(**options)
     fig.title.text_font_size = TITLE_SIZE
+    readable_axes(fig)
+    return fig
+
+
+def readable_axes(fig) -> None:
+    """Every axis of ``fig`` with the page's fonts, drawing only the tick labels that have room (an axis added after
+    the figure was made needs this too)."""
     for axis in (*fig.xaxis, *fig.yaxis):
         axis.axis_label_text_font_size = LABEL_SIZE
         axis.major_label_text_font_size = TICK_SIZE
         axis.major_label_policy = NoOverlap(min_distance=6)
-    return fig
 
 
 def enlarge_for_projector(fig) -> None:
