@@ -156,9 +156,9 @@ def cosine_lesson(inputs: LessonInputs) -> str:
     apart = (f"At block <b>{layer}</b>'s output position 0 ({shown(run.tokens[0])}) has a mean cosine of "
              f"<b>{first_with_others:.2f}</b> with the other tokens, against <b>{others.mean():.2f}</b> among them.")
     sink = inputs.sinks is not None and 0 in inputs.sinks.sink_positions
-    why = (" Position 0 is the sink: its huge vector points its own way." if sink else
-           " No sink here, so nothing sets position 0 apart beyond being first.")
-    return lead_and_more(apart + why, drift)
+    why = ("Position 0 is the sink: its huge vector points its own way." if sink else
+           "No sink here, so nothing sets position 0 apart beyond being first.")
+    return lead_and_more(apart, why, drift)
 
 
 def last_position_ranks(inputs: LessonInputs) -> tuple[np.ndarray, np.ndarray] | None:
