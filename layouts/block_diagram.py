@@ -31,7 +31,8 @@ KIND_COLORS = {
     "lm_head": Pastel1_9[3], "logits": Pastel1_9[6],
 }
 # After a click on a box: clear the hover's tooltip (it would stay over the card that appears beside the diagram), then,
-# once the part's card is on the page, scroll the page (the outermost scrolling box around the card) by as little as
+# once the part's card is on the page, scroll the page (the tabs' column below an open lesson, else the main area; not
+# the cards' own scrolling column) by as little as
 # shows the card's top half when it is out of view (below the diagram on a narrow screen), so the diagram's open
 # block stays in view above it. Retried until the server has made the card.
 SHOW_PINNED_CARD = """
@@ -59,8 +60,7 @@ const reveal = tries => {
     let page = document.getElementById("main");
     for (let el = card; el && el.id !== "main"; el = el.parentNode instanceof ShadowRoot ? el.parentNode.host
                                                                                       : el.parentNode)
-        if (el instanceof Element && /auto|scroll/.test(getComputedStyle(el).overflowY)
-            && el.scrollHeight > el.clientHeight) page = el;
+        if (el instanceof Element && el.classList.contains("tabs-area") && el.scrollHeight > el.clientHeight) page = el;
     const shown = Math.min(box.height, window.innerHeight / 2);
     if (box.top < page.getBoundingClientRect().top || box.top + shown > window.innerHeight)
         page.scrollBy({top: box.top + shown - window.innerHeight + 16});

@@ -163,11 +163,22 @@ LESSON_OVERFLOW = f"""() => ({ALL_ELEMENTS})(document).filter(el => el.matches("
 LESSON_BOTTOM = f"""() => Math.max(...({ALL_ELEMENTS})(document).filter(el => el.matches(".lesson-area"))
     .map(el => el.getBoundingClientRect().bottom))"""
 
-# The newest pinned card's box (cards are newest first).
+# The newest pinned card's box (cards are newest first), and whether the card itself is what shows at a point just
+# inside its top (not clipped away by a scrolling box around it, nor under something else).
 CARD_BOX = f"""() => {{
     const card = ({ALL_ELEMENTS})(document).find(el => el.matches(".part-card"));
-    const box = card && card.getBoundingClientRect();
-    return box && {{top: box.top, bottom: box.bottom, left: box.left, right: box.right}};
+    if (!card) return null;
+    const box = card.getBoundingClientRect();
+    let hit = document.elementFromPoint(box.left + box.width / 2, box.top + 40);
+    while (hit && hit.shadowRoot) {{
+        const inner = hit.shadowRoot.elementFromPoint(box.left + box.width / 2, box.top + 40);
+        if (!inner || inner === hit) break;
+        hit = inner;
+    }}
+    let shown = false;
+    for (let up = hit; up; up = up.parentNode instanceof ShadowRoot ? up.parentNode.host : up.parentNode)
+        if (up === card) shown = true;
+    return {{top: box.top, bottom: box.bottom, left: box.left, right: box.right, shown}};
 }}"""
 
 OPEN_BLOCK_TOP = """part => {
@@ -258,7 +269,7 @@ def test_a_pinned_card_is_on_screen_beside_its_open_block(browser, served_app, v
     page.wait_for_timeout(1500)  # the page brings the card into view
     card = page.evaluate(CARD_BOX)
     page.screenshot(path=ARTIFACTS / f"pinned-card-{viewport['width']}{'-presenter' * presenter}.png")
-    assert 0 <= card["top"] and card["top"] + 150 <= viewport["height"], card
+    assert card["shown"] and 0 <= card["top"] and card["top"] + 150 <= viewport["height"], card
     assert card["right"] <= viewport["width"], card
     assert 0 <= page.evaluate(OPEN_BLOCK_TOP, "block.1") <= viewport["height"]
     wait_until_idle(page)
