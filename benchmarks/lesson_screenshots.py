@@ -1,13 +1,13 @@
 """Screenshots of each guided lesson for the README, taken in chromium at 1024x768 on SmolLM2-135M-Instruct (the
-page a fresh offline machine opens):
+page a fresh offline machine opens), in presenter mode with ``--presenter`` (as a projector shows them):
 
-    python benchmarks/lesson_screenshots.py [OUT_FOLDER]   (default: assets/screenshots)
+    python benchmarks/lesson_screenshots.py [--presenter] [OUT_FOLDER]   (default: assets/screenshots)
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 import tempfile
 from pathlib import Path
 
@@ -40,12 +40,13 @@ async def wait_for_lesson_text(page: Page, step: int) -> str:
 
 
 async def take(url: str, out: Path) -> list[Path]:
-    """Open the page, start the lessons, and save every step once its text and view are filled."""
+    """Open the page at ``url``, start the lessons, and save every step once its text and view are filled."""
     async with async_playwright() as playwright:
         browser = await launch_chromium(playwright)
         page = await browser.new_page(viewport=VIEWPORT)
         await page.goto(url)
-        await page.locator(".status-line").filter(has_text="tokens").wait_for(timeout=TIMEOUT_MS)
+        # attached, not visible: presenter mode folds the sidebar that holds it away
+        await page.locator(".status-line").filter(has_text="tokens").wait_for(state="attached", timeout=TIMEOUT_MS)
         await wait_until_idle(page)
         await page.get_by_role("button", name="▶ Lessons").click()
         saved = []
@@ -61,10 +62,14 @@ async def take(url: str, out: Path) -> list[Path]:
 
 
 def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT / "assets" / "screenshots"
-    out.mkdir(parents=True, exist_ok=True)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, default=REPO_ROOT / "assets" / "screenshots")
+    parser.add_argument("--presenter", action="store_true", help="in presenter mode (?presenter=true)")
+    options = parser.parse_args()
+    options.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder, served(SMOLLM2, Path(folder) / "server.log") as app:
-        for path in asyncio.run(take(app.url, out)):
+        url = app.url + ("?presenter=true" if options.presenter else "")
+        for path in asyncio.run(take(url, options.out)):
             print(path)
 
 

@@ -11,7 +11,7 @@ from functools import partial
 
 import panel as pn
 from bokeh.events import Tap
-from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
+from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d, TapTool
 from bokeh.palettes import Pastel1_9
 
 from model_backend.families import Family
@@ -30,8 +30,46 @@ KIND_COLORS = {
     "attention": Pastel1_9[0], "mlp": Pastel1_9[2], "attention_add": Pastel1_9[5], "mlp_add": Pastel1_9[5],
     "lm_head": Pastel1_9[3], "logits": Pastel1_9[6],
 }
+# After a click on a box: clear the hover's tooltip (it would stay over the card that appears beside the diagram), then,
+# once the part's card is on the page, scroll the page (the tabs' column below an open lesson, else the main area; not
+# the cards' own scrolling column) by as little as
+# shows the card's top half when it is out of view (below the diagram on a narrow screen), so the diagram's open
+# block stays in view above it. Retried until the server has made the card.
+SHOW_PINNED_CARD = """
+const data = source.data;
+const i = data.part.findIndex((_, j) => Math.abs(cb_obj.x - data.x[j]) <= data.width[j] / 2
+                                     && Math.abs(cb_obj.y - data.y[j]) <= data.height[j] / 2);
+if (i < 0) return;
+const view = Bokeh.index.query_one(v => v.model === fig);
+for (const tool of view ? view.tool_views.values() : []) if (tool._clear) tool._clear();
+const wanted = "card-" + data.part[i].replaceAll(".", "-");
+const find = root => {
+    for (const el of root.querySelectorAll("*")) {
+        if (el.classList.contains(wanted)) return el;
+        const inner = el.shadowRoot && find(el.shadowRoot);
+        if (inner) return inner;
+    }
+    return null;
+};
+const reveal = tries => {
+    const card = find(document), box = card && card.getBoundingClientRect();
+    if (!box || !box.height) {
+        if (tries > 0) setTimeout(() => reveal(tries - 1), 150);
+        return;
+    }
+    let page = document.getElementById("main");
+    for (let el = card; el && el.id !== "main"; el = el.parentNode instanceof ShadowRoot ? el.parentNode.host
+                                                                                      : el.parentNode)
+        if (el instanceof Element && el.classList.contains("tabs-area") && el.scrollHeight > el.clientHeight) page = el;
+    const shown = Math.min(box.height, window.innerHeight / 2);
+    if (box.top < page.getBoundingClientRect().top || box.top + shown > window.innerHeight)
+        page.scrollBy({top: box.top + shown - window.innerHeight + 16});
+};
+setTimeout(() => reveal(30), 100);
+"""
 FIGURE_HEIGHT = 490
-LABEL_PIXELS = 18  # the least room a block's label needs; closer blocks are labelled every few (hover names all)
+LABEL_PIXELS = 24  # the least room a block's label needs at presenter mode's 20 px; closer blocks are labelled every
+# few (the hover names all)
 LABEL_STEPS = (1, 2, 5, 10)
 
 
@@ -111,6 +149,7 @@ def block_diagram(family: Family, n_layers: int, open_layer: int, pinned: list[s
                 # Redrawing the figure inside its own event callback would leave the new one deaf to taps.
                 pn.state.execute(partial(on_pick, part.id), schedule=True)
         fig.on_event(Tap, pick)
+        fig.js_on_event(Tap, CustomJS(args={"source": source, "fig": fig}, code=SHOW_PINNED_CARD))
     return fig
 
 

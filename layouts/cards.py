@@ -85,6 +85,11 @@ def next_token_lines(run: Run) -> str:
             f"{logits.size:,} tokens</p>")
 
 
+def card_class(part_id: str) -> str:
+    """The CSS class that names a part's card on the page (the diagram scrolls a newly pinned card into view)."""
+    return "card-" + part_id.replace(".", "-")
+
+
 class PartCard:
     """The card of one pinned part: what it reads, where, under which names and hooks, with live figures that a new
     run updates in place."""
@@ -107,7 +112,7 @@ class PartCard:
         self.title, self.module = title, module
         self.shown_for: tuple = (None, None)
         self.layout = pn.Column(pn.Row(pn.Spacer(), close), self.values, self.plot_pane, self.live, width=CARD_WIDTH,
-                                css_classes=["part-card"], name=f"card {part_id}",
+                                css_classes=["part-card", card_class(part_id)], name=f"card {part_id}",
                                 styles={"border": "2px solid #888", "border-radius": "6px", "padding": "4px",
                                         "background": "white"})
 

@@ -7,7 +7,7 @@ import panel as pn
 from model_backend.part_descriptions import part_descriptions
 
 from .block_diagram import block_diagram, edge_widths
-from .cards import PartCard
+from .cards import CARD_WIDTH, PartCard
 from .diagram_parts import parse_part_id
 from .highlight import marks_for, part_boxes, show_highlight
 from .tab_view import TabView
@@ -29,7 +29,7 @@ class DiagramView(TabView):
         self.cards: dict[str, PartCard] = {}
         self.descriptions = {}
         self.hint = pn.pane.Markdown("The diagram appears once a model has run a prompt.", width=400)
-        self.card_column = pn.Column(scroll=True, height=600, width=460)
+        self.card_column = pn.Column(scroll=True, height=600, width=CARD_WIDTH + 20)
 
     def pin(self, part_id: str) -> None:
         """Pin a part's card (once); clicking a block in the chain also opens it."""

@@ -3,12 +3,13 @@ says what it is ("lesson: the sink"), drawn by Bokeh's own rect and text glyphs 
 
 from __future__ import annotations
 
-from bokeh.models import ColumnDataSource, CustomJS
+from bokeh.models import ColumnDataSource, CustomJS, Title
 
 HIGHLIGHT_COLOR = "#ff4500"
-# Scrolls the page's main area so that the figure's first labelled mark sits in the middle of what the lesson
-# panel (kept on screen above the tabs) leaves visible, and a sideways-scrolling figure (the attribution's many bars)
-# to the mark; retried until the figure is drawn with the new marks.
+# Scrolls whatever holds the figure (the tabs' column below an open lesson, else the page's main area) so that the
+# figure's first labelled mark sits in the middle of what is visible below the lesson panel (or higher, where that
+# keeps the figure's title in view too), and a sideways-scrolling figure (the attribution's many bars) to the mark;
+# retried until the figure is drawn with the new marks.
 BRING_INTO_VIEW = """
 const labelled = source.data.label.findIndex(label => label);
 if (labelled < 0) return;
@@ -20,24 +21,33 @@ const scroll = tries => {
         return;
     }
     const canvas = view.canvas_view.el.getBoundingClientRect(), x = canvas.left + glyph.sx[labelled];
+    let across = null, down = null;
     for (let el = view.el; el && el.id !== "main"; el = el.parentNode instanceof ShadowRoot ? el.parentNode.host
                                                                                            : el.parentNode) {
-        if (el instanceof Element && /auto|scroll/.test(getComputedStyle(el).overflowX)
-            && el.scrollWidth > el.clientWidth) {
-            const box = el.getBoundingClientRect();
-            el.scrollLeft += x - (box.left + box.width / 2);
-            break;
-        }
+        if (!(el instanceof Element)) continue;
+        const style = getComputedStyle(el);
+        if (!across && /auto|scroll/.test(style.overflowX) && el.scrollWidth > el.clientWidth) across = el;
+        if (!down && /auto|scroll/.test(style.overflowY) && el.scrollHeight > el.clientHeight) down = el;
     }
-    const main = document.getElementById("main"), panel = document.querySelector(".lesson-area");
-    const top = panel ? panel.getBoundingClientRect().bottom : 0;
+    if (across) {
+        const box = across.getBoundingClientRect();
+        across.scrollLeft += x - (box.left + box.width / 2);
+    }
+    down = down || document.getElementById("main");
+    const panel = document.querySelector(".lesson-area");
+    const top = Math.max(panel ? panel.getBoundingClientRect().bottom : 0, down.getBoundingClientRect().top);
+    const bottom = Math.min(window.innerHeight, down.getBoundingClientRect().bottom);
     const y = canvas.top + glyph.sy[labelled];
-    if (main && (y < top + 40 || y > window.innerHeight - 40))
-        main.scrollBy({top: y - (top + window.innerHeight) / 2});
+    if (y < top + 40 || y > bottom - 40) {
+        let by = y - (top + bottom) / 2;
+        if (by > 0 && y - (canvas.top - top) <= bottom - 40) by = Math.min(by, canvas.top - top);  // keep the title
+        down.scrollBy({top: by});
+    }
 };
 setTimeout(() => scroll(20), 50);
 """
-EMPTY = {"x": [], "y": [], "width": [], "height": [], "label": [], "at": [], "label_x": [], "label_y": [], "align": []}
+EMPTY = {"x": [], "y": [], "width": [], "height": [], "label": [], "at": [], "label_x": [], "label_y": [], "align": [],
+         "shown": []}
 
 
 def highlight_name(fig) -> str:
@@ -64,7 +74,7 @@ def highlight_source(fig, scroll_to: bool) -> ColumnDataSource:
     source = ColumnDataSource(dict(EMPTY), name=f"{name}_data")
     boxes = fig.rect("x", "y", "width", "height", source=source, name=name, fill_alpha=0,
                      line_color=HIGHLIGHT_COLOR, line_width=4, line_dash="dashed")
-    fig.text("label_x", "label_y", text="label", source=source, name=f"{name}_label", text_align="align",
+    fig.text("label_x", "label_y", text="shown", source=source, name=f"{name}_label", text_align="align",
              text_baseline="middle", text_font_size="15px", text_font_style="bold", text_color=HIGHLIGHT_COLOR,
              background_fill_color="white", background_fill_alpha=0.85)
     if scroll_to:
@@ -73,18 +83,38 @@ def highlight_source(fig, scroll_to: bool) -> ColumnDataSource:
     return source
 
 
-def show_highlight(fig, boxes: list[dict], *, scroll_to: bool = True, middle: float | None = None) -> None:
+def show_highlight(fig, boxes: list[dict], *, scroll_to: bool = True, middle: float | None = None,
+                   labels_outside: bool = False) -> None:
     """Outline ``boxes`` (each: x, y, width, height in the figure's data coordinates, a label, and ``at``, the
     index the lesson marked) on ``fig``, scrolled into view unless ``scroll_to`` is false (a step's second figure);
     no boxes clears the highlight, and a figure never highlighted stays bare. With ``middle`` (the x axis's centre)
-    a label runs from its box's edge towards the centre, so the frame never cuts it."""
+    a label runs from its box's edge towards the centre, so the frame never cuts it; ``labels_outside`` (a grid whose
+    every cell is data) writes the labels in a line under the figure instead of on it."""
     if not boxes and highlight_renderer(fig) is None:
         return
-    boxes = [{**label_place(box, middle), **box} for box in boxes]
+    boxes = [{**label_place(box, middle), "shown": "" if labels_outside else box["label"], **box} for box in boxes]
     data = {key: [box[key] for box in boxes] for key in EMPTY}
     source = highlight_source(fig, scroll_to)
     if data != source.data:
         source.data = data
+    if labels_outside:
+        outside_labels(fig).text = outside_text([box["label"] for box in boxes])
+
+
+def outside_text(labels: list[str]) -> str:
+    """The marks' labels as one line: "lesson (dashed outlines): first top-1 · output row"."""
+    named = [label.removeprefix("lesson: ") for label in labels if label]
+    return f"lesson (dashed outlines): {' · '.join(named)}" if named else ""
+
+
+def outside_labels(fig) -> Title:
+    """The line under ``fig`` that names its marks, made the first time it is asked."""
+    name = f"{highlight_name(fig)}_labels"
+    line = next((item for item in fig.below if item.name == name), None)
+    if line is None:
+        line = Title(text="", name=name, text_color=HIGHLIGHT_COLOR, text_font_size="15px", text_font_style="bold")
+        fig.add_layout(line, "below")
+    return line
 
 
 def label_place(box: dict, middle: float | None) -> dict:

@@ -58,11 +58,22 @@ def paragraphs(*texts: str) -> str:
     return "".join(f"<p>{text}</p>" for text in texts if text)
 
 
+def lead_and_more(lead: str, *more: str) -> str:
+    """A step's text as one screen holds it: the sentence and number that matter, then the rest folded under
+    "more" (a projector's large type fits three lines above the figure the step talks about)."""
+    rest = paragraphs(*more)
+    fold = f"<details class='lesson-more'><summary>more</summary>{rest}</details>" if rest else ""
+    return f"<p class='lesson-lead'>{lead}</p>{fold}"
+
+
 def residual_stream_lesson(inputs: LessonInputs) -> str:
     """Lesson 1: embeddings in, each block adding to the stream (the identity, measured), final norm, logits."""
     run, layer = inputs.run, inputs.layer
     hidden = run[full_name("layer_input", 0)].shape[-1]
-    return paragraphs(
+    return lead_and_more(
+        f"After the last token the model's top next token is {shown(inputs.prediction)} "
+        f"(p = <b>{inputs.prediction_probability:.2f}</b>), read from the <i>residual stream</i>, which every "
+        "block adds to and none replaces.",
         f"Each of the prompt's <b>{run.seq_len}</b> tokens enters as one vector of <b>{hidden}</b> numbers: its "
         f"embedding. That vector is the <i>residual stream</i>; it flows down through all <b>{run.n_layers}</b> "
         "blocks.",
@@ -70,8 +81,7 @@ def residual_stream_lesson(inputs: LessonInputs) -> str:
         f"<b>{layer}</b>, layer_input + attention_output + mlp_output equals layer_output (largest "
         f"difference <b>{block_identity_error(run, layer):.1e}</b>; the pinned card shows it for this run).",
         f"After block {run.n_layers - 1} the final norm rescales each vector and lm_head turns it into "
-        f"<b>{inputs.vocabulary:,}</b> logits. After the last token the top one is {shown(inputs.prediction)} "
-        f"(p = <b>{inputs.prediction_probability:.2f}</b>).")
+        f"<b>{inputs.vocabulary:,}</b> logits, one per token of the vocabulary.")
 
 
 def holds_from(holds: np.ndarray) -> int | None:
@@ -82,9 +92,8 @@ def holds_from(holds: np.ndarray) -> int | None:
     return None if fails[-1] == len(holds) - 1 else int(fails[-1] + 1)
 
 
-def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None, *, brief: bool = False) -> str:
-    """What position 0 of one run shows: a sink's three signals, or its numbers and that they fall short;
-    ``brief``: the numbers alone, for the run compared."""
+def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None) -> str:
+    """What position 0 of one run shows: whether it is a sink, by which signals, and its numbers."""
     with_bos = "With BOS" if run_bos else "Without BOS"
     if sinks is None or run is None:
         return f"{with_bos}: this run could not be made (the message under the status line says why)."
@@ -95,33 +104,37 @@ def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None, *, b
                f"the attention (at least {ATTENTION_SHARE_THRESHOLD:.0%} in <b>{first.layers_with_share}</b> of "
                f"{run.n_layers} blocks)")
     verdict = f"is a sink by its {', '.join(first.signals)}" if first.is_sink else "is no sink"
-    if brief:
-        return f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: {numbers}."
-    if first.is_sink:
-        since = holds_from(norm_ratios(residual_norms(run)[1:])[:, 0] >= NORM_RATIO_THRESHOLD)
-        since_text = f" from block <b>{since}</b> on" if since is not None else ""
-        value = (f" Its value vector is only <b>{first.value_ratio:.2f}×</b> the others', so all that attention adds "
-                 "little: the heads park attention there." if "value" in first.signals else "")
-        return (f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: a residual norm "
-                f"<b>{first.norm_ratio:.1f}×</b> the median of the others{since_text}, and "
-                f"<b>{first.attention_share:.0%}</b> of the later tokens' attention lands on it (in "
-                f"<b>{first.layers_with_share}</b> of {run.n_layers} blocks at least "
-                f"{ATTENTION_SHARE_THRESHOLD:.0%}).{value}")
-    return (f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: {numbers}; a sink's norm is at least "
-            f"{NORM_RATIO_THRESHOLD:.0f}×, or it gets {ATTENTION_SHARE_THRESHOLD:.0%} in half the blocks.")
+    return f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: {numbers}."
+
+
+def sink_details(run: Run, sinks: SinkReport | None) -> str:
+    """What more position 0 of the run on screen shows: from which block a sink's norm stands out and what its value
+    vector adds, or what a sink would need."""
+    first = sinks.at(0) if sinks is not None else None
+    if first is None:
+        return ""
+    if not first.is_sink:
+        return (f"A sink's norm is at least {NORM_RATIO_THRESHOLD:.0f}× the others' median, or it gets "
+                f"{ATTENTION_SHARE_THRESHOLD:.0%} of the attention in half the blocks.")
+    since = holds_from(norm_ratios(residual_norms(run)[1:])[:, 0] >= NORM_RATIO_THRESHOLD)
+    since_text = (f"Its norm is at least {NORM_RATIO_THRESHOLD:.0f}× the others' from block <b>{since}</b> on."
+                  if since is not None else "")
+    value = (f" Its value vector is only <b>{first.value_ratio:.2f}×</b> the others', so all that attention adds "
+             "little: the heads park attention there." if "value" in first.signals else "")
+    return since_text + value
 
 
 def sink_lesson(inputs: LessonInputs) -> str:
     """Lesson 2: norm, attention share and value norm at position 0, with and without BOS."""
     run = inputs.run
     this = sink_sentence(run.bos, run, inputs.sinks)
-    other = sink_sentence(not run.bos, inputs.other_bos_run, inputs.other_bos_sinks, brief=True)
+    other = sink_sentence(not run.bos, inputs.other_bos_run, inputs.other_bos_sinks)
     found = any(sinks is not None and sinks.sinks for sinks in (inputs.sinks, inputs.other_bos_sinks))
     why = ("A sink is a place where heads put the attention they do not need: a huge, nearly constant vector whose "
            "values add almost nothing." if found else
            "No sink here. A sink is learned: it forms during training (published work sees it after about a billion "
            "training tokens), so a model with little or no training shows none.")
-    return paragraphs(*(this, other) if run.bos else (other, this), why)
+    return lead_and_more(this, sink_details(run, inputs.sinks), other, why)
 
 
 def cosine_lesson(inputs: LessonInputs) -> str:
@@ -130,22 +143,22 @@ def cosine_lesson(inputs: LessonInputs) -> str:
     last = run.seq_len - 1
     _, across = token_across_layers(run, last)
     steps = np.diagonal(across, offset=1)[1:-1]  # block i's output against block i+1's, final norm left out
-    drift = paragraphs(
+    drift = (
         f"The last token, {shown(run.tokens[last])}: its embedding and block 0's output have a cosine similarity "
         f"of <b>{across[0, 1]:.2f}</b>, its embedding and the last block's output <b>{across[0, -2]:.2f}</b>. From "
         f"one block to the next it stays close (median <b>{np.median(steps):.2f}</b>): each block adds a small "
         "update to a large stream, and the updates add up.")
     if run.seq_len < 3:
-        return drift + paragraphs("Position 0 needs at least two other tokens to compare with.")
+        return lead_and_more(drift, "Position 0 needs at least two other tokens to compare with.")
     _, within = tokens_within_layer(run, full_name("layer_output", layer))
     others = within[1:, 1:][np.triu_indices(run.seq_len - 1, k=1)]
     first_with_others = within[0, 1:].mean()
     apart = (f"At block <b>{layer}</b>'s output position 0 ({shown(run.tokens[0])}) has a mean cosine of "
              f"<b>{first_with_others:.2f}</b> with the other tokens, against <b>{others.mean():.2f}</b> among them.")
     sink = inputs.sinks is not None and 0 in inputs.sinks.sink_positions
-    why = (" Position 0 is the sink: its huge vector points its own way." if sink else
-           " No sink here, so nothing sets position 0 apart beyond being first.")
-    return drift + paragraphs(apart + why)
+    why = ("Position 0 is the sink: its huge vector points its own way." if sink else
+           "No sink here, so nothing sets position 0 apart beyond being first.")
+    return lead_and_more(apart, why, drift)
 
 
 def last_position_ranks(inputs: LessonInputs) -> tuple[np.ndarray, np.ndarray] | None:
@@ -179,7 +192,7 @@ def lens_lesson(inputs: LessonInputs) -> str:
                  + stays_text(on_top[0], stays)
                  + (f"; the output ranks it <b>{ranks[-1]}</b> with" if ranks[-1] > 1 else "; the output gives it")
                  + f" p = <b>{probabilities[-1]:.2f}</b>.")
-    return paragraphs(reading, found)
+    return lead_and_more(found, reading)
 
 
 def stays_text(first: int, stays: int | None) -> str:
@@ -216,11 +229,12 @@ def attribution_lesson(inputs: LessonInputs) -> str:
     largest = ", ".join(f"{writer_name(labels[i])} (<b>{terms[i]:+.2f}</b>)" for i in order[::-1][:3])
     layer, head = np.unravel_index(np.argmax(attribution.head_contributions), attribution.head_contributions.shape)
     total = float(terms.sum())
-    return paragraphs(
-        f"The logit of {shown(attribution.target_token)} after the last token is <b>{attribution.logit:.3f}</b>. "
-        f"With the final norm's scale frozen at this run's value the readout is linear, so the logit splits into one "
-        f"bar per part that writes to the stream.",
-        f"The largest bars: {largest}; the most negative: {writer_name(labels[order[0]])} "
+    return lead_and_more(
+        f"The logit of {shown(attribution.target_token)} after the last token is <b>{attribution.logit:.3f}</b>; "
+        f"the largest bars: {largest}.",
+        "With the final norm's scale frozen at this run's value the readout is linear, so the logit splits into one "
+        "bar per part that writes to the stream.",
+        f"The most negative: {writer_name(labels[order[0]])} "
         f"(<b>{terms[order[0]]:+.2f}</b>). The strongest head is block {layer} head {head} "
         f"(<b>{attribution.head_contributions[layer, head]:+.2f}</b>).",
         f"The bars sum to <b>{total:.4f}</b>, the model's logit is <b>{attribution.logit:.4f}</b>: a difference of "
@@ -243,11 +257,12 @@ def intervention_lesson(inputs: LessonInputs) -> str:
         return paragraphs(f"Scaling each block in turn… {done} of {run.n_layers} blocks so far.")
     changes, most = scaling_changes(sweep, run.n_layers)
     target = shown(inputs.target)
-    return paragraphs(
+    return lead_and_more(
+        f"Scaling block <b>{most}</b> moves it most: log p({target}) goes from <b>{sweep.clean_logprob:.3f}</b> to "
+        f"<b>{sweep.scaled_logprobs[most]:.3f}</b> (<b>{changes[most]:+.3f}</b>); the last block's scale changes "
+        f"it by only <b>{changes[-1]:+.1e}</b>.",
         f"Each point reruns the prompt with one block's output multiplied by <b>{sweep.alpha:g}</b>. With nothing "
         f"scaled, log p({target}) = <b>{sweep.clean_logprob:.3f}</b>.",
-        f"Scaling block <b>{most}</b> moves it most: to <b>{sweep.scaled_logprobs[most]:.3f}</b> "
-        f"(<b>{changes[most]:+.3f}</b>).",
         f"Scaling the last block, {run.n_layers - 1}, changes it by only <b>{changes[-1]:+.1e}</b>. Its output "
         "is the whole stream, and the final norm divides its input by the input's own size (RMS or standard "
         "deviation), so a uniform scale cancels, up to the norm's epsilon.")

@@ -14,12 +14,12 @@ from .state import ExplorerState
 # beside three short buttons (the end button keeps its name as a tooltip).
 BUTTONS = {False: (("◀ Back", 110), ("Next ▶", 110), ("End lessons", 130)),
            True: (("◀", 56), ("Next ▶", 110), ("✕", 56))}
-# Styles inside the title's and text's own panes (the page's stylesheet does not reach into a pane). In presenter
-# mode the text scrolls in a box of under a quarter of the screen's height: with its title row, the sticky panel
-# leaves two thirds of a 768-pixel screen to the figures it talks about.
+# Styles inside the title's and text's own panes (the page's stylesheet does not reach into a pane). The text is
+# never a scrolling box: a step leads with its sentence and number and folds the rest under "more", so in presenter
+# mode's large type the panel still leaves most of a 768-pixel screen to the figure it talks about.
 LESSON_CSS = {False: ".lesson-title { font-size: 22px; margin: 6px 0; } .lesson-text p { margin: 4px 0; }",
-              True: ".lesson-title { font-size: 20px; margin: 4px 0; } .lesson-text p { margin: 4px 0; } "
-                    ".lesson-text { max-height: 22vh; overflow-y: auto; }"}
+              True: ".lesson-title { font-size: 22px; margin: 4px 0; } .lesson-text p { margin: 4px 0; } "
+                    ".lesson-text { font-size: 22px; line-height: 1.3; } .lesson-text summary { font-size: 20px; }"}
 
 
 def lesson_heading(step: int) -> str:
@@ -36,7 +36,7 @@ def lesson_body(step: int, text: str) -> str:
 
 def lesson_area_classes(state: ExplorerState):
     """The classes of the column that holds the lesson panel on the page: ``lesson-area`` (kept on screen above the
-    tabs, see page.css) while a lesson is open."""
+    tabs, which scroll below it: see page.css) while a lesson is open."""
     return (state.param.lesson.rx() > 0).rx.where(["lesson-area"], [])
 
 

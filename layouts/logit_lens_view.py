@@ -11,15 +11,16 @@ import numpy as np
 import pandas as pd
 import panel as pn
 from bokeh.events import RangesUpdate
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LinearColorMapper, NumeralTickFormatter, TapTool
+from bokeh.models import (ColumnDataSource, FactorRange, HoverTool, LinearAxis, LinearColorMapper, NumeralTickFormatter,
+                          TapTool)
 from bokeh.palettes import Blues256
 
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
-from .highlight import lens_boxes, marks_for, show_highlight
-from .style import add_color_bar, readable_figure, show_ticks, token_axis_labels
+from .highlight import lens_boxes, marks_for, outside_labels, show_highlight
+from .style import add_color_bar, readable_axes, readable_figure, show_ticks, token_axis_labels
 from .tab_view import TabView
 from .target_box import target_box
 
@@ -28,6 +29,24 @@ if TYPE_CHECKING:  # the lens module imports torch; the view only reads its arra
 
 CELL_TEXT_CHARS = 8
 VISIBLE_POSITIONS = 9
+ROW_PIXELS = {False: 44, True: 36}  # a row's height: normal mode squeezes a deep model into 640 pixels, presenter
+# mode keeps every row legible and lets the page scroll to the rest
+PRESENTER_FRAME_PIXELS = 260  # the title, the token names above and below the grid, and the marks' line
+ROWS_AXIS_LABEL = "after block"  # the rows' full names ("block 29 → final norm (model output)") are in the hover
+
+
+def short_row_label(row: int, n_rows: int, raw: bool) -> str:
+    """A lens row's name on the grid's axis, short so that the cells get the width: "embed", the block's number,
+    and "29 → out" for the last; the axis is named "after block" and the full names are in the hover."""
+    if row == 0:
+        return "embed"
+    if row < n_rows - 1:
+        return str(row - 1)
+    return f"{row - 1} raw" if raw else f"{row - 1} → out"
+
+
+def short_row_labels(lens: LogitLens) -> list[str]:
+    return [short_row_label(row, lens.n_rows, lens.raw) for row in range(lens.n_rows)]
 
 
 def lens_cells(lens: LogitLens, lens_tokens: np.ndarray, columns: np.ndarray | None = None) -> dict:
@@ -41,7 +60,8 @@ def lens_cells(lens: LogitLens, lens_tokens: np.ndarray, columns: np.ndarray | N
     probs = lens.top_probs[rows, columns]  # [cell, k]
     top = visible[:, 0]
     return {
-        "row": np.array(lens.row_labels, dtype=object)[rows], "position": lens.positions[columns], "top": top,
+        "row": np.array(lens.row_labels, dtype=object)[rows],
+        "y": np.array(short_row_labels(lens), dtype=object)[rows], "position": lens.positions[columns], "top": top,
         "short": [t if len(t) <= CELL_TEXT_CHARS else t[:CELL_TEXT_CHARS - 1] + "…" for t in top],
         "prob": probs[:, 0],
         "topk": ["   ".join(f"{token} {p:.2f}" for token, p in zip(tokens, cell_probs))
@@ -55,17 +75,23 @@ def shown_positions(start: float, end: float, seq_len: int) -> tuple[int, int]:
     return max(math.ceil(start - 0.5), 0), min(math.floor(end + 0.5), seq_len - 1)
 
 
-def lens_grid() -> tuple:
-    """The empty grid figure (``logit_lens``), rows top to bottom from the embeddings to the model's readout."""
-    cells = ColumnDataSource({name: [] for name in ("row", "position", "top", "short", "prob", "topk", "text_color")},
-                             name="logit_lens_cells")
+def lens_grid(presenter: bool = False) -> tuple:
+    """The empty grid figure (``logit_lens``), rows top to bottom from the embeddings to the model's readout; in
+    presenter mode, where a deep model's grid is taller than the screen, the tokens name the columns below it too."""
+    cells = ColumnDataSource({name: [] for name in ("row", "y", "position", "top", "short", "prob", "topk",
+                                                    "text_color")}, name="logit_lens_cells")
     mapper = LinearColorMapper(palette=Blues256[::-1], low=0.0, high=1.0)
     fig = readable_figure(name="logit_lens", height=400, tools="save,reset,xpan,xwheel_zoom",
                           y_range=FactorRange(), x_range=(-0.5, 0.5), x_axis_location="above")
-    boxes = fig.rect("position", "row", 1, 1, source=cells, fill_color={"field": "prob", "transform": mapper},
+    if presenter:
+        fig.add_layout(LinearAxis(), "below")
+        readable_axes(fig)
+    fig.yaxis.axis_label = ROWS_AXIS_LABEL
+    outside_labels(fig)  # made with the figure: added to a figure on the page, BokehJS found no view for it
+    boxes = fig.rect("position", "y", 1, 1, source=cells, fill_color={"field": "prob", "transform": mapper},
                      line_color="white", nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0,
                      selection_line_color="#d62728", selection_line_width=3)  # a click outlines its cell only
-    fig.text("position", "row", text="short", source=cells, text_align="center", text_baseline="middle",
+    fig.text("position", "y", text="short", source=cells, text_align="center", text_baseline="middle",
              text_font_size="14px", text_color="text_color")
     fig.add_tools(HoverTool(renderers=[boxes], tooltips=[("boundary", "@row"), ("position", "@position"),
                                                          ("top-k", "@topk")]),
@@ -78,20 +104,20 @@ def lens_grid() -> tuple:
 def target_plots() -> tuple:
     """Empty figures of the target's probability and rank at the last position, one row per boundary."""
     rows = FactorRange()
-    probability = readable_figure(name="lens_target", width=600, height=300, y_range=rows, x_axis_type="log",
-                                  tooltips=[("boundary", "@y"), ("p", "@x{0.0000}")])
-    probabilities = ColumnDataSource({"x": [], "y": []}, name="lens_target_probs")
+    probability = readable_figure(name="lens_target", height=300, y_range=rows, x_axis_type="log",
+                                  tooltips=[("boundary", "@row"), ("p", "@x{0.0000}")])
+    probabilities = ColumnDataSource({"x": [], "y": [], "row": []}, name="lens_target_probs")
     probability.line("x", "y", source=probabilities, line_width=3)
     probability.scatter("x", "y", source=probabilities, size=9)
-    rank = readable_figure(width=360, height=300, y_range=rows, x_axis_type="log",
-                           tooltips=[("boundary", "@y"), ("rank", "@x")])
-    ranks = ColumnDataSource({"x": [], "y": []}, name="lens_target_ranks")
+    rank = readable_figure(height=300, y_range=rows, x_axis_type="log", tooltips=[("boundary", "@row"), ("rank", "@x")])
+    ranks = ColumnDataSource({"x": [], "y": [], "row": []}, name="lens_target_ranks")
     rank.line("x", "y", source=ranks, line_width=3, color="#d62728")
     rank.scatter("x", "y", source=ranks, size=9, color="#d62728")
-    rank.yaxis.visible = False
     rank.xaxis.formatter = NumeralTickFormatter(format="0,0")
     rank.xaxis.axis_label = "rank (log scale)"
     probability.xaxis.axis_label = "probability (log scale)"
+    for fig in (probability, rank):
+        fig.yaxis.axis_label = "after block"
     return probability, probabilities, rank, ranks
 
 
@@ -129,7 +155,7 @@ class LogitLensView(TabView):
     watches = ("run", "lens", "lens_tokens", "highlight")
 
     def build(self) -> None:
-        self.grid, self.cells = lens_grid()
+        self.grid, self.cells = lens_grid(self.state.presenter)
         self.cells.selected.on_change("indices", lambda _attr, _old, new: self.show_selected(new))
         self.grid.on_event(RangesUpdate, self.ask_for_shown_positions)
         self.probability, self.probabilities, self.rank, self.ranks = target_plots()
@@ -162,16 +188,17 @@ class LogitLensView(TabView):
             self.state.param.trigger("lens_requested")
             return
         self.show_grid(run, lens, lens_tokens)
-        show_highlight(self.grid, lens_boxes(marks_for(self.state, "logit_lens"), lens.row_labels, run.seq_len),
-                       middle=sum(shown_positions(self.grid.x_range.start, self.grid.x_range.end, run.seq_len)) / 2)
+        show_highlight(self.grid, lens_boxes(marks_for(self.state, "logit_lens"), short_row_labels(lens), run.seq_len),
+                       labels_outside=True)
         self.check.object = readout_check(lens, run.seq_len)
         self.show_target(run, lens)
 
     def show_grid(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
         opens = self.drawn[0][0] is not run  # a new run opens on its last positions; later reads keep the user's pan
         self.show_cells(run, lens, lens_tokens)
-        self.grid.y_range.factors = list(reversed(lens.row_labels))
-        self.grid.height = min(640, 90 + 44 * lens.n_rows)
+        self.grid.y_range.factors = list(reversed(short_row_labels(lens)))
+        rows_height = ROW_PIXELS[self.state.presenter] * lens.n_rows
+        self.grid.height = PRESENTER_FRAME_PIXELS + rows_height if self.state.presenter else min(640, 90 + rows_height)
         if opens:
             self.grid.x_range.update(start=max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, end=run.seq_len - 0.5)
             self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens)
@@ -198,10 +225,10 @@ class LogitLensView(TabView):
         self.targets.visible = lens.target_probs is not None
         if lens.target_probs is None:
             return
-        labels = lens.row_labels
+        labels = short_row_labels(lens)
         self.probability.y_range.factors = list(reversed(labels))
-        self.probabilities.data = {"x": lens.target_probs[:, -1], "y": labels}
-        self.ranks.data = {"x": lens.target_ranks[:, -1], "y": labels}
+        self.probabilities.data = {"x": lens.target_probs[:, -1], "y": labels, "row": lens.row_labels}
+        self.ranks.data = {"x": lens.target_ranks[:, -1], "y": labels, "row": lens.row_labels}
         token = visible_token(lens_target_label(self.state.target_match, lens))
         self.probability.title.text = f"p({token}) at the end · {run.seq_len} tokens"
         self.rank.title.text = f"rank of {token} (1 = top)"

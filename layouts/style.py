@@ -1,11 +1,13 @@
-"""Sizes and fonts that stay legible on a 1366×768 projector, applied the same way to every figure."""
+"""Sizes and fonts that stay legible on a 1366×768 projector, applied the same way to every figure, and presenter
+mode's larger ones for a 1024×768 projector's back row."""
 
 from __future__ import annotations
 
 import textwrap
 
 import numpy as np
-from bokeh.models import ColorBar, ColumnDataSource, FactorRange, FixedTicker, NoOverlap
+from bokeh.core.property.vectorization import Value
+from bokeh.models import ColorBar, ColumnDataSource, FactorRange, FixedTicker, NoOverlap, Text, Title
 from bokeh.plotting import figure
 
 from model_backend.tokens import visible_token
@@ -18,7 +20,7 @@ PRESENTER_LABEL_SIZE = "20px"
 PRESENTER_LINE_WIDTH = 4
 PRESENTER_TITLE_CHAR = 12  # pixels a character of a bold 24 px title takes, on average (a title is mostly lowercase)
 PRESENTER_TICK_CHAR = 9  # the same for a 20 px tick label
-PRESENTER_MAIN_WIDTH = 660  # a stretched figure's width beside the sidebar at 1024x768
+PRESENTER_MAIN_WIDTH = 940  # a stretched figure's width at 1024x768 in presenter mode, the sidebar folded away
 WIDE = 960
 NARROW = 480
 TALL = 430
@@ -37,16 +39,24 @@ def readable_figure(**options) -> figure:
     options.setdefault("tools", TOOLS)
     fig = figure(**options)
     fig.title.text_font_size = TITLE_SIZE
+    readable_axes(fig)
+    return fig
+
+
+def readable_axes(fig) -> None:
+    """Every axis of ``fig`` with the page's fonts, drawing only the tick labels that have room (an axis added after
+    the figure was made needs this too)."""
     for axis in (*fig.xaxis, *fig.yaxis):
         axis.axis_label_text_font_size = LABEL_SIZE
         axis.major_label_text_font_size = TICK_SIZE
         axis.major_label_policy = NoOverlap(min_distance=6)
-    return fig
 
 
 def enlarge_for_projector(fig) -> None:
-    """Presenter mode: bigger titles, wrapped to the figure's width at 1024x768, axis and legend text, and thicker
-    lines, readable from a classroom's back row (setting the same sizes again sends nothing)."""
+    """Presenter mode: every text of the figure at least the projector's size (titles bigger, wrapped to the figure's
+    width at 1024x768; axis names, tick labels, legends, colour bars, notes and text glyphs such as the lens's cells
+    and the diagram's labels) and thicker lines, readable from a classroom's back row (setting the same sizes again
+    sends nothing)."""
     fig.title.text_font_size = PRESENTER_TITLE_SIZE
     fig.title.text = title_lines(fig.title.text, presenter_title_characters(fig))
     for axis in (*fig.xaxis, *fig.yaxis):
@@ -54,9 +64,26 @@ def enlarge_for_projector(fig) -> None:
         axis.major_label_text_font_size = PRESENTER_LABEL_SIZE
     for legend in fig.legend:
         legend.label_text_font_size = PRESENTER_LABEL_SIZE
+    for item in (*fig.above, *fig.below, *fig.right, *fig.left):
+        if isinstance(item, ColorBar):
+            item.title_text_font_size = at_least(item.title_text_font_size, PRESENTER_LABEL_SIZE)
+            item.major_label_text_font_size = at_least(item.major_label_text_font_size, PRESENTER_LABEL_SIZE)
+        elif isinstance(item, Title) and item is not fig.title:
+            item.text_font_size = at_least(item.text_font_size, PRESENTER_LABEL_SIZE)
     for renderer in fig.renderers:
-        if hasattr(renderer.glyph, "line_width") and isinstance(renderer.glyph.line_width, (int, float)):
-            renderer.glyph.line_width = max(renderer.glyph.line_width, PRESENTER_LINE_WIDTH)
+        glyph = getattr(renderer, "glyph", None)
+        if isinstance(glyph, Text):
+            glyph.text_font_size = at_least(glyph.text_font_size, PRESENTER_LABEL_SIZE)
+        elif hasattr(glyph, "line_width") and isinstance(glyph.line_width, (int, float)):
+            glyph.line_width = max(glyph.line_width, PRESENTER_LINE_WIDTH)
+
+
+def at_least(size, least: str) -> str:
+    """A font size (a CSS pixel size, or Bokeh's value of one) no smaller than ``least``; other units are kept."""
+    text = size.value if isinstance(size, Value) else size
+    if isinstance(text, str) and text.endswith("px") and float(text[:-2]) < float(least[:-2]):
+        return least
+    return text
 
 
 def presenter_title_characters(fig) -> int:

@@ -3,6 +3,8 @@ the next-token panel, presenter mode from the URL, and refused input that says s
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 from conftest import RUN_SECONDS, wait_until_idle
 from playwright.sync_api import Page, expect
@@ -32,6 +34,13 @@ def small_page(browser, served_app):
 def open_page(page: Page, url: str) -> None:
     page.goto(url)
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
+    wait_until_idle(page)
+
+
+def open_presenting(page: Page, url: str, prompt: str, n_tokens: int) -> None:
+    """Open the page in presenter mode on ``prompt`` from the link (the sidebar with the prompt box starts folded)."""
+    page.goto(f"{url}?presenter=true&prompt={quote(prompt)}")
+    expect(page.locator(".status-line")).to_contain_text(f" {n_tokens} tokens ", timeout=RUN_SECONDS)
     wait_until_idle(page)
 
 

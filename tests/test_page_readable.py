@@ -10,7 +10,7 @@ from conftest import RUN_SECONDS
 from playwright.sync_api import expect
 from test_page import ARTIFACTS, PROMPT, click_part, n_tokens_of, run_prompt, show_tab
 from test_page_attribution import BAR_CENTER, SHOWN_BARS, largest
-from test_page_fit import SIDEWAYS_SCROLL, SMALL, open_page
+from test_page_fit import SIDEWAYS_SCROLL, SMALL, open_page, open_presenting
 
 from page_driving.locators import FIGURES_BY_TAB
 
@@ -95,9 +95,8 @@ def test_no_figure_title_is_wider_than_its_figure(small_page, served_app, tiny_m
 
 def test_presenter_mode_fits_1024_by_768(small_page, served_app, tiny_model):
     page = small_page
-    open_page(page, f"{served_app.url}?presenter=true")
     n_tokens = n_tokens_of(tiny_model, PROMPT)
-    run_prompt(page, PROMPT, n_tokens)
+    open_presenting(page, served_app.url, PROMPT, n_tokens)
     headers = page.locator(".bk-tab")
     rows = {round(headers.nth(i).bounding_box()["y"]) for i in range(headers.count())}
     assert len(rows) <= 2, rows

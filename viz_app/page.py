@@ -25,10 +25,15 @@ TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine s
         ("Logit lens", LogitLensView), ("Logit attribution", AttributionView), ("Attention", AttentionView),
         ("Intervention", InterventionView))
 TAB_HEADERS_WRAP = ".bk-headers-wrapper { flex-wrap: wrap; }"  # every tab reachable at 1024 pixels, none scrolled away
-# Presenter mode's tab headers stay a little smaller than its text: all seven on two rows at 1024 pixels, the open
-# tab's first figure on the first screen.
-PRESENTER_TAB_HEADERS = ".bk-tab { font-size: 17px; padding: 4px 10px; }"
-PRESENTER_CSS = ":root { font-size: 24px; --bokeh-font-size: 20px; } .status-line, .error-line { font-size: 22px; }"
+# Presenter mode's tab headers: as large as the least text, all seven on two rows at 1024 pixels.
+PRESENTER_TAB_HEADERS = ".bk-tab { font-size: 20px; padding: 3px 10px; }"
+# Presenter mode: no text under 20 pixels (the widgets' 0.8rem included; the sizes are page.css's variables, which reach
+# inside every pane), code as large as the text around it, and a slim header, so the figures get the screen's height.
+PRESENTER_CSS = """
+:root { font-size: 25px; --bokeh-font-size: 20px; --code-size: 1em; --status-size: 22px; --detail-size: 20px; }
+#header { padding: 0 8px; }
+#header .title { font-size: 22px; line-height: 1.6; }
+"""
 
 
 def explorer_tabs(state: ExplorerState) -> pn.Tabs:
@@ -62,23 +67,25 @@ def run_summary(state: ExplorerState) -> pn.Column:
 
 
 def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
-    """The served page: the sidebar's controls and the tabs in Bootstrap's page layout.
+    """The served page: the sidebar's controls and the tabs in Bootstrap's page layout (in presenter mode the sidebar
+    starts folded away, one click on the header's toggle from its controls, and the tabs take the screen's width).
 
     Their contents are made once a browser shows the page: a page fetched and never opened, which the server keeps
     until its session expires, then holds Bootstrap's template alone. Every full garbage collection walks every
     object of every page kept, holding the event loop, so a fuzzed or crawled server with a hundred unopened pages
     stalled every student at each collection (``benchmarks/fuzz_server.py`` measures the longest stall). The lesson
-    panel's column stays a root of the main area: the sticky rule and the highlight's scroll look for it there.
+    panel's column stays a root of the main area: the page's stylesheet stacks it above the tabs' column, which
+    scrolls on its own.
 
     Without the template's busy spinner: Panel keeps every session's spinner in one process-wide list and sets all
     of them whenever any session's callback starts or ends, so 30 students cost 30 updates per click each. The
     sidebar's progress bar and status line say what this session is doing.
     """
     template = pn.template.BootstrapTemplate(
-        title=TITLE, sidebar_width=SIDEBAR_WIDTH, busy_indicator=None,
+        title=TITLE, sidebar_width=SIDEBAR_WIDTH, busy_indicator=None, collapsed_sidebar=state.presenter,
         sidebar=[made_once_shown(lambda: sidebar_controls(state))],
         main=[made_once_shown(lambda: [LessonPanel(state)], css_classes=lesson_area_classes(state)),
-              made_once_shown(lambda: [run_summary(state), explorer_tabs(state)])])
+              made_once_shown(lambda: [run_summary(state), explorer_tabs(state)], css_classes=["tabs-area"])])
     if state.presenter:
         template.config.raw_css.append(PRESENTER_CSS)
     return template
