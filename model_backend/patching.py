@@ -1,0 +1,255 @@
+"""Activation patching: how much of a clean prompt's answer comes back when one value of a corrupted run (one block,
+one position, one site) is replaced by the clean run's.
+
+The metric is ``logit[answer] - logit[wrong]`` at the last position. A patch at block i starts from the corrupted
+run's captured stream at block i's input (never recomputing earlier blocks) and runs the decoder layers i..end with
+the arguments the model itself passed them in the corrupted run (mask, positions, rotary tables), the final norm and
+lm_head at the last position only; the positions of one block go through as one batch. ``patched_blocks`` yields
+each block's row as soon as it is computed, so a page can draw them as they come and stop between blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .capture import as_numpy, capture_token_ids, first_tensor, to_model
+from .errors import PromptError
+from .hooks import hook_input, hook_output
+from .interventions import changed_output_hook
+from .loading import LoadedModel
+from .names import full_name
+from .readout import unembed
+from .run import Run
+from .tokens import encode_prompt, target_token_id
+
+PATCHED_SITES = ("layer_output", "attention_output", "mlp_output")
+
+
+@dataclass
+class BlockCall:
+    """The arguments the model passed one decoder layer besides its hidden states (positions, mask, rotary tables)."""
+
+    args: tuple
+    kwargs: dict
+    hidden_states_by_name: bool
+
+    def __call__(self, layer: torch.nn.Module, stream: torch.Tensor) -> torch.Tensor:
+        """The layer on a [batch, seq, hidden] stream, its other arguments expanded to the batch."""
+        args, kwargs = for_batch(self.args, len(stream)), for_batch(self.kwargs, len(stream))
+        if self.hidden_states_by_name:
+            return first_tensor(layer(*args, hidden_states=stream, **kwargs))
+        return first_tensor(layer(stream, *args, **kwargs))
+
+
+def for_batch(value, batch: int):
+    """A call argument made for ``batch`` rows: a tensor with a batch axis of one is expanded (no copy)."""
+    if isinstance(value, torch.Tensor):
+        return value.expand(batch, *value.shape[1:]) if value.dim() >= 2 and value.shape[0] == 1 else value
+    if isinstance(value, tuple):
+        return tuple(for_batch(item, batch) for item in value)
+    if isinstance(value, list):
+        return [for_batch(item, batch) for item in value]
+    if isinstance(value, dict):
+        return {key: for_batch(item, batch) for key, item in value.items()}
+    return value
+
+
+@dataclass
+class PatchingPair:
+    """A clean and a corrupted run of the same length, the two tokens compared, and how the model called each of its
+    decoder layers in the corrupted run."""
+
+    clean: Run
+    corrupted: Run
+    answer_id: int
+    wrong_id: int
+    answer: str
+    wrong: str
+    block_calls: list[BlockCall] = field(repr=False)
+
+    @property
+    def clean_metric(self) -> float:
+        return logit_difference(self.clean.logits_at([-1])[0], self.answer_id, self.wrong_id)
+
+    @property
+    def corrupted_metric(self) -> float:
+        return logit_difference(self.corrupted.logits_at([-1])[0], self.answer_id, self.wrong_id)
+
+
+@dataclass(frozen=True)
+class PatchedBlock:
+    """One block's row: the metric with each site patched at each position, and the block's exactness rows
+    (every position of its ``layer_output`` patched, and none)."""
+
+    layer: int
+    metrics: dict[str, np.ndarray]  # site -> [seq]
+    all_patched: float
+    none_patched: float
+
+
+@dataclass
+class Patching:
+    """Every block's rows so far, [n_layers, seq] per site (NaN where not computed yet), and the baselines."""
+
+    pair: PatchingPair
+    grids: dict[str, np.ndarray]
+    all_patched: np.ndarray  # [n_layers]
+    none_patched: np.ndarray  # [n_layers]
+    blocks_done: int = 0
+
+    @classmethod
+    def empty(cls, pair: PatchingPair) -> Patching:
+        n_layers, seq = pair.corrupted.n_layers, pair.corrupted.seq_len
+        return cls(pair, {site: np.full((n_layers, seq), np.nan, np.float32) for site in PATCHED_SITES},
+                   np.full(n_layers, np.nan, np.float32), np.full(n_layers, np.nan, np.float32))
+
+    def with_block(self, block: PatchedBlock) -> Patching:
+        """A copy with one more block's row (a page publishes a new object for each row)."""
+        grids = {site: grid.copy() for site, grid in self.grids.items()}
+        for site, row in block.metrics.items():
+            grids[site][block.layer] = row
+        all_patched, none_patched = self.all_patched.copy(), self.none_patched.copy()
+        all_patched[block.layer], none_patched[block.layer] = block.all_patched, block.none_patched
+        return Patching(self.pair, grids, all_patched, none_patched, self.blocks_done + 1)
+
+    @property
+    def complete(self) -> bool:
+        return self.blocks_done == self.pair.corrupted.n_layers
+
+    @property
+    def clean_check(self) -> float:
+        """The largest |metric with every position of a block's output patched - clean metric| over the blocks done."""
+        return float(np.nanmax(np.abs(self.all_patched - self.pair.clean_metric), initial=0.0))
+
+    @property
+    def corrupted_check(self) -> float:
+        """The largest |metric with nothing patched - corrupted metric| over the blocks done."""
+        return float(np.nanmax(np.abs(self.none_patched - self.pair.corrupted_metric), initial=0.0))
+
+    def normalised(self, site: str) -> np.ndarray:
+        """A grid as the share of the clean answer recovered: 0 is the corrupted run, 1 the clean run."""
+        return (self.grids[site] - self.pair.corrupted_metric) / (self.pair.clean_metric - self.pair.corrupted_metric)
+
+
+def logit_difference(logits: np.ndarray, answer_id: int, wrong_id: int) -> float:
+    return float(logits[answer_id]) - float(logits[wrong_id])
+
+
+def patching_pair(loaded: LoadedModel, clean_prompt: str, corrupted_prompt: str, *, bos: bool = False,
+                  answer: str | None = None, wrong: str | None = None) -> PatchingPair:
+    """Run both prompts, check they have as many tokens, and pick the tokens compared (by default the clean run's
+    and the corrupted run's top predictions; a typed token is its text's first token)."""
+    clean_ids = encode_prompt(loaded, clean_prompt, bos=bos)
+    corrupted_ids = encode_prompt(loaded, corrupted_prompt, bos=bos)
+    if len(clean_ids) != len(corrupted_ids):
+        raise PromptError(f"the clean prompt is {len(clean_ids)} tokens and the corrupted prompt "
+                          f"{len(corrupted_ids)}: patching needs as many tokens in both")
+    clean = capture_token_ids(loaded, clean_ids, prompt=clean_prompt, bos=bos)
+    block_calls: list[BlockCall] = [None] * loaded.n_layers
+    handles = [hook_input(loaded.module("layer", layer), keep_call(block_calls, layer), with_kwargs=True)
+               for layer in range(loaded.n_layers)]
+    try:
+        corrupted = capture_token_ids(loaded, corrupted_ids, prompt=corrupted_prompt, bos=bos)
+    finally:
+        for handle in handles:
+            handle.remove()
+    answer_id = chosen_token(loaded, answer, clean)
+    wrong_id = chosen_token(loaded, wrong, corrupted)
+    return PatchingPair(clean, corrupted, answer_id, wrong_id, loaded.tokenizer.decode([answer_id]),
+                        loaded.tokenizer.decode([wrong_id]), block_calls)
+
+
+def chosen_token(loaded: LoadedModel, text: str | None, run: Run) -> int:
+    """The first token of a typed text, or the run's top prediction when none is typed."""
+    token_id = target_token_id(loaded, text) if text else None
+    return int(run.logits_at([-1])[0].argmax()) if token_id is None else token_id
+
+
+def keep_call(block_calls: list, layer: int):
+    """A pre-hook keeping what the model passes a decoder layer besides its hidden states."""
+    def keep(_module, args, kwargs):
+        by_name = not args
+        block_calls[layer] = BlockCall(args[1:], {k: v for k, v in kwargs.items() if k != "hidden_states"}, by_name)
+    return keep
+
+
+def patched_blocks(loaded: LoadedModel, pair: PatchingPair, sites: tuple[str, ...] = PATCHED_SITES
+                   ) -> Iterator[PatchedBlock]:
+    """Each block's row in turn, block 0 first: one batched pass per site from that block on."""
+    for layer in range(pair.corrupted.n_layers):
+        yield patch_block(loaded, pair, layer, sites)
+
+
+def patch_block(loaded: LoadedModel, pair: PatchingPair, layer: int, sites: tuple[str, ...] = PATCHED_SITES
+                ) -> PatchedBlock:
+    """One block's metrics with each site patched at each position (one batch per site), and its exactness rows."""
+    metrics = {}
+    with loaded.computing():
+        for site in sites:
+            if site == "layer_output":
+                row = patched_stream_metrics(loaded, pair, layer)
+                metrics[site], all_patched, none_patched = row[:-2], float(row[-2]), float(row[-1])
+            else:
+                metrics[site] = patched_sublayer_metrics(loaded, pair, layer, site)
+    return PatchedBlock(layer, metrics, all_patched, none_patched)
+
+
+def patched_stream_metrics(loaded: LoadedModel, pair: PatchingPair, layer: int) -> np.ndarray:
+    """The metric with block ``layer``'s output at each position in turn replaced by the clean run's, then with
+    every position replaced and with none: [seq + 2]."""
+    key, seq = full_name("layer_output", layer), pair.corrupted.seq_len
+    clean, corrupted = to_model(loaded, pair.clean[key])[0], to_model(loaded, pair.corrupted[key])[0]
+    stream = corrupted.expand(seq + 2, -1, -1).clone()  # [seq + 2, seq, hidden]
+    positions = torch.arange(seq)
+    stream[positions, positions] = clean
+    stream[seq] = clean
+    return last_metrics(loaded, pair, run_blocks(loaded, pair, stream, layer + 1))
+
+
+def patched_sublayer_metrics(loaded: LoadedModel, pair: PatchingPair, layer: int, site: str) -> np.ndarray:
+    """The metric with block ``layer``'s ``site`` write at each position in turn replaced by the clean run's: [seq].
+    The block runs from its corrupted input, so what reads the stream after the write reads the patched one."""
+    key, seq = full_name(site, layer), pair.corrupted.seq_len
+    clean = to_model(loaded, pair.clean[key])[0]  # [seq, hidden]
+    positions = torch.arange(seq)
+
+    def patch(output: torch.Tensor) -> torch.Tensor:
+        output = output.clone()
+        output[positions, positions] = clean.to(output.dtype)
+        return output
+    role, _ = loaded.family.value_reads()[site]
+    stream = to_model(loaded, pair.corrupted[full_name("layer_input", layer)]).expand(seq, -1, -1).contiguous()
+    handle = hook_output(loaded.module(role, layer), changed_output_hook(patch))
+    try:
+        stream = run_blocks(loaded, pair, stream, layer, last=layer + 1)
+    finally:
+        handle.remove()
+    return last_metrics(loaded, pair, run_blocks(loaded, pair, stream, layer + 1))
+
+
+def run_blocks(loaded: LoadedModel, pair: PatchingPair, stream: torch.Tensor, first: int,
+               last: int | None = None) -> torch.Tensor:
+    """A [batch, seq, hidden] stream through decoder layers ``first``..``last`` (exclusive; default: to the end)."""
+    for layer in range(first, loaded.n_layers if last is None else last):
+        stream = pair.block_calls[layer](loaded.module("layer", layer), stream)
+    return stream
+
+
+def last_metrics(loaded: LoadedModel, pair: PatchingPair, stream: torch.Tensor) -> np.ndarray:
+    """The metric of each row of a final stream: final norm and lm_head (and any softcap) at the last position."""
+    logits = unembed(loaded, loaded.module("final_norm")(stream[:, -1:]))[:, -1]  # [batch, vocab]
+    return as_numpy(logits[:, pair.answer_id] - logits[:, pair.wrong_id])
+
+
+def activation_patching(loaded: LoadedModel, clean_prompt: str, corrupted_prompt: str, *, bos: bool = False,
+                        answer: str | None = None, wrong: str | None = None) -> Patching:
+    """Every block's rows for a prompt pair, computed to the end (a notebook's or the CLI's call)."""
+    pair = patching_pair(loaded, clean_prompt, corrupted_prompt, bos=bos, answer=answer, wrong=wrong)
+    patching = Patching.empty(pair)
+    for block in patched_blocks(loaded, pair):
+        patching = patching.with_block(block)
+    return patching
