@@ -5,6 +5,10 @@ post-norm OLMo-2, BOS on and off."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -144,3 +148,40 @@ def test_default_tokens_are_the_two_runs_top_predictions(llama):
 def test_prompts_of_unequal_length_are_refused_with_both_counts(gpt2):
     with pytest.raises(PromptError, match=r"clean prompt is 5 tokens and the corrupted prompt 9"):
         patching_pair(gpt2, CLEAN, "The capital of the United States of America is")
+
+
+def cli(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "model_backend", "patch", *arguments], capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("bos", [False, True])
+def test_cli_writes_the_grids_as_float32_without_pickles(tiny_llama_dir, llama, tmp_path, bos):
+    out = tmp_path / "patching.npz"
+    result = cli("--model", str(tiny_llama_dir), "--clean", CLEAN, "--corrupted", CORRUPTED, "--answer", ANSWER,
+                 "--wrong", WRONG, *(["--bos"] if bos else []), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    expected = activation_patching(llama, CLEAN, CORRUPTED, bos=bos, answer=ANSWER, wrong=WRONG)
+    with np.load(out, allow_pickle=False) as archive:
+        assert set(archive.files) == {"metadata", "patching.clean_tokens", "patching.corrupted_tokens",
+                                      "patching.clean", "patching.corrupted", *(f"patching.{s}" for s in PATCHED_SITES)}
+        assert archive["patching.clean"].shape == () and archive["patching.clean"].dtype == np.float32
+        assert float(archive["patching.clean"]) == pytest.approx(expected.pair.clean_metric, abs=1e-6)
+        assert float(archive["patching.corrupted"]) == pytest.approx(expected.pair.corrupted_metric, abs=1e-6)
+        for site in PATCHED_SITES:
+            grid = archive[f"patching.{site}"]
+            assert grid.dtype == np.float32 and grid.shape == (llama.n_layers, expected.pair.clean.seq_len)
+            np.testing.assert_array_equal(grid, expected.grids[site])
+        assert list(archive["patching.corrupted_tokens"]) == expected.pair.corrupted.tokens
+        metadata = json.loads(archive["metadata"][0])
+    assert metadata["bos"] is bos and metadata["n_tokens"] == (6 if bos else 5)
+    assert metadata["prompt"] == CLEAN and metadata["corrupted_prompt"] == CORRUPTED
+    assert (metadata["answer"], metadata["wrong"]) == (ANSWER, WRONG) and metadata["dtype"] == "float32"
+
+
+def test_cli_refuses_unequal_prompts_in_one_line(tiny_gpt2_dir, tmp_path):
+    result = cli("--model", str(tiny_gpt2_dir), "--clean", CLEAN, "--corrupted", "The capital of the United States is",
+                 "--out", str(tmp_path / "bad.npz"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == ("error: the clean prompt is 5 tokens and the corrupted prompt 7: patching needs "
+                                     "as many tokens in both")
