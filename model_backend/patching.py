@@ -142,31 +142,48 @@ def logit_difference(logits: np.ndarray, answer_id: int, wrong_id: int) -> float
 def patching_pair(loaded: LoadedModel, clean_prompt: str, corrupted_prompt: str, *, bos: bool = False,
                   answer: str | None = None, wrong: str | None = None) -> PatchingPair:
     """Run both prompts, check they have as many tokens, and pick the tokens compared (by default the clean run's
-    and the corrupted run's top predictions; a typed token is its text's first token)."""
-    clean_ids = encode_prompt(loaded, clean_prompt, bos=bos)
+    and the corrupted run's top predictions, the latter's next best where they are one token; a typed token is its
+    text's first token)."""
     corrupted_ids = encode_prompt(loaded, corrupted_prompt, bos=bos)
-    if len(clean_ids) != len(corrupted_ids):
-        raise PromptError(f"the clean prompt is {len(clean_ids)} tokens and the corrupted prompt "
-                          f"{len(corrupted_ids)}: patching needs as many tokens in both")
+    clean_ids = encode_prompt(loaded, clean_prompt, bos=bos)
+    check_same_length(len(clean_ids), len(corrupted_ids))
     clean = capture_token_ids(loaded, clean_ids, prompt=clean_prompt, bos=bos)
+    return pair_with_run(loaded, clean, corrupted_prompt, answer=answer, wrong=wrong)
+
+
+def pair_with_run(loaded: LoadedModel, clean: Run, corrupted_prompt: str, *, answer: str | None = None,
+                  wrong: str | None = None) -> PatchingPair:
+    """The same pair for a clean run already made (the page's run), the corrupted prompt read with its BOS choice."""
+    corrupted_ids = encode_prompt(loaded, corrupted_prompt, bos=clean.bos)
+    check_same_length(clean.seq_len, len(corrupted_ids))
     block_calls: list[BlockCall] = [None] * loaded.n_layers
     handles = [hook_input(loaded.module("layer", layer), keep_call(block_calls, layer), with_kwargs=True)
                for layer in range(loaded.n_layers)]
     try:
-        corrupted = capture_token_ids(loaded, corrupted_ids, prompt=corrupted_prompt, bos=bos)
+        corrupted = capture_token_ids(loaded, corrupted_ids, prompt=corrupted_prompt, bos=clean.bos)
     finally:
         for handle in handles:
             handle.remove()
     answer_id = chosen_token(loaded, answer, clean)
-    wrong_id = chosen_token(loaded, wrong, corrupted)
+    wrong_id = chosen_token(loaded, wrong, corrupted, besides=answer_id)
     return PatchingPair(clean, corrupted, answer_id, wrong_id, loaded.tokenizer.decode([answer_id]),
                         loaded.tokenizer.decode([wrong_id]), block_calls)
 
 
-def chosen_token(loaded: LoadedModel, text: str | None, run: Run) -> int:
-    """The first token of a typed text, or the run's top prediction when none is typed."""
+def check_same_length(n_clean: int, n_corrupted: int) -> None:
+    if n_clean != n_corrupted:
+        raise PromptError(f"the clean prompt is {n_clean} tokens and the corrupted prompt {n_corrupted}: "
+                          "patching needs as many tokens in both")
+
+
+def chosen_token(loaded: LoadedModel, text: str | None, run: Run, besides: int | None = None) -> int:
+    """The first token of a typed text, or the run's top prediction when none is typed (its next best where the top
+    one is ``besides``: the wrong token is never the answer by default)."""
     token_id = target_token_id(loaded, text) if text else None
-    return int(run.logits_at([-1])[0].argmax()) if token_id is None else token_id
+    if token_id is not None:
+        return token_id
+    ranked = np.argsort(run.logits_at([-1])[0])[::-1]
+    return int(ranked[1] if ranked[0] == besides else ranked[0])
 
 
 def keep_call(block_calls: list, layer: int):

@@ -13,6 +13,7 @@ from layouts.intervention_view import InterventionView
 from layouts.lesson_view import LessonPanel, lesson_area_classes
 from layouts.logit_lens_view import LogitLensView
 from layouts.norms_view import NormsView
+from layouts.patching_view import PatchingView
 from layouts.run_summary import next_tokens_panel, stale_banner
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
@@ -20,7 +21,7 @@ from layouts.state import ExplorerState
 TITLE = "Residual Stream Explorer"
 TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine similarity", SimilarityView),
         ("Logit lens", LogitLensView), ("Logit attribution", AttributionView), ("Attention", AttentionView),
-        ("Intervention", InterventionView))
+        ("Intervention", InterventionView), ("Patching", PatchingView))
 TAB_HEADERS_WRAP = ".bk-headers-wrapper { flex-wrap: wrap; }"  # every tab reachable at 1024 pixels, none scrolled away
 # Presenter mode's tab headers stay a little smaller than its text: all seven on two rows at 1024 pixels, the open
 # tab's first figure on the first screen.
