@@ -49,7 +49,7 @@ class ExplorerState(param.Parameterized):
                                            "run's, for the same prompt; empty: none (kept in the URL)")
     presenter = param.Boolean(default=False, doc="larger fonts and marks for a projector (kept in the URL)")
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
-    lesson = param.Integer(default=0, bounds=(0, 6), doc="the guided lesson's step on screen; 0: no lesson")
+    lesson = param.Integer(default=0, bounds=(0, 7), doc="the guided lesson's step on screen; 0: no lesson")
 
     run_requested = param.Event(label="Run", doc="run the prompt")
     lens_requested = param.Event(doc="read the logit lens of the run (asked by its view once shown)")

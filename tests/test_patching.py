@@ -16,6 +16,8 @@ from transformers import Gemma2Config, GPTNeoXConfig, LlamaConfig, Olmo2Config
 
 from family_reference import TINY_SHAPE, save_tiny_family_model
 
+from layouts.corrupted_prompt import corrupted_version
+from layouts.lesson_text import LessonInputs, lesson_text
 from model_backend import PromptError, load_model
 from model_backend.patching import PATCHED_SITES, activation_patching, patched_blocks, patching_pair
 from page_driving.tiny_models import save_tiny_gpt2
@@ -189,3 +191,28 @@ def test_cli_refuses_unequal_prompts_in_one_line(tiny_gpt2_dir, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == ("error: the clean prompt is 5 tokens and the corrupted prompt 7: patching needs "
                                      "as many tokens in both")
+
+
+def test_the_corrupted_prompt_swaps_one_word():
+    assert corrupted_version("The capital of France is") == "The capital of Italy is"
+    assert corrupted_version("The capital of Italy is") == "The capital of France is"
+    assert corrupted_version("Yesterday he went to the market") == "Yesterday she went to the market"
+    assert corrupted_version("The Eiffel Tower stands in") == "The Eiffel Italy stands in"
+    assert corrupted_version("nothing to swap here") == "nothing to swap here"
+
+
+def test_the_patching_lesson_reads_the_grids(model_of_family):
+    _, loaded = model_of_family
+    patching = activation_patching(loaded, CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG)
+    run = patching.pair.clean
+    inputs = LessonInputs(run, None, ANSWER, 0.5, loaded.config.vocab_size, 0, patching=patching)
+    text = lesson_text(7, inputs)
+    pair = patching.pair
+    assert f"= <b>{pair.clean_metric:.2f}</b>" in text and f"<b>{pair.corrupted_metric:.2f}</b>" in text
+    assert "<code>␣Paris</code>" in text and "swapped token <code>␣France</code> (position 3)" in text
+    stream = patching.normalised("layer_output")
+    subject_blocks = np.flatnonzero(stream[:, 3] >= 0.5)
+    assert (f"blocks <b>{subject_blocks[0]}" in text) if subject_blocks.size else "blocks <b>none</b>" in text
+    assert ("textbook pattern:" in text) != ("not the clean hand-over" in text)
+    unfinished = LessonInputs(run, None, ANSWER, 0.5, 10, 0, patching=None)
+    assert f"0 of {run.n_layers} blocks so far" in lesson_text(7, unfinished)
