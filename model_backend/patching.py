@@ -265,7 +265,12 @@ def last_metrics(loaded: LoadedModel, pair: PatchingPair, stream: torch.Tensor) 
 def activation_patching(loaded: LoadedModel, clean_prompt: str, corrupted_prompt: str, *, bos: bool = False,
                         answer: str | None = None, wrong: str | None = None) -> Patching:
     """Every block's rows for a prompt pair, computed to the end (a notebook's or the CLI's call)."""
-    pair = patching_pair(loaded, clean_prompt, corrupted_prompt, bos=bos, answer=answer, wrong=wrong)
+    return patching_of(loaded, patching_pair(loaded, clean_prompt, corrupted_prompt, bos=bos, answer=answer,
+                                             wrong=wrong))
+
+
+def patching_of(loaded: LoadedModel, pair: PatchingPair) -> Patching:
+    """Every block's rows for a pair, computed to the end."""
     patching = Patching.empty(pair)
     for block in patched_blocks(loaded, pair):
         patching = patching.with_block(block)
