@@ -194,58 +194,63 @@ def keep_call(block_calls: list, layer: int):
     return keep
 
 
-def patched_blocks(loaded: LoadedModel, pair: PatchingPair, sites: tuple[str, ...] = PATCHED_SITES
-                   ) -> Iterator[PatchedBlock]:
-    """Each block's row in turn, block 0 first: one batched pass per site from that block on."""
+def patched_blocks(loaded: LoadedModel, pair: PatchingPair) -> Iterator[PatchedBlock]:
+    """Each block's row in turn, block 0 first: one batched pass from that block on."""
     for layer in range(pair.corrupted.n_layers):
-        yield patch_block(loaded, pair, layer, sites)
+        yield patch_block(loaded, pair, layer)
 
 
-def patch_block(loaded: LoadedModel, pair: PatchingPair, layer: int, sites: tuple[str, ...] = PATCHED_SITES
-                ) -> PatchedBlock:
-    """One block's metrics with each site patched at each position (one batch per site), and its exactness rows."""
-    metrics = {}
+def patch_block(loaded: LoadedModel, pair: PatchingPair, layer: int) -> PatchedBlock:
+    """One block's metrics with each site patched at each position, and its exactness rows: the sublayer patches
+    run block ``layer`` as one batch, then every row (3 x seq + 2) runs the later blocks as one batch."""
+    seq = pair.corrupted.seq_len
     with loaded.computing():
-        for site in sites:
-            if site == "layer_output":
-                row = patched_stream_metrics(loaded, pair, layer)
-                metrics[site], all_patched, none_patched = row[:-2], float(row[-2]), float(row[-1])
-            else:
-                metrics[site] = patched_sublayer_metrics(loaded, pair, layer, site)
-    return PatchedBlock(layer, metrics, all_patched, none_patched)
+        streams = torch.cat([sublayer_patched_outputs(loaded, pair, layer), stream_patched_outputs(loaded, pair, layer)])
+        metrics = last_metrics(loaded, pair, run_blocks(loaded, pair, streams, layer + 1))
+    attention, mlp, stream, exactness = np.split(metrics, [seq, 2 * seq, 3 * seq])
+    return PatchedBlock(layer, {"layer_output": stream, "attention_output": attention, "mlp_output": mlp},
+                        float(exactness[0]), float(exactness[1]))
 
 
-def patched_stream_metrics(loaded: LoadedModel, pair: PatchingPair, layer: int) -> np.ndarray:
-    """The metric with block ``layer``'s output at each position in turn replaced by the clean run's, then with
-    every position replaced and with none: [seq + 2]."""
+def stream_patched_outputs(loaded: LoadedModel, pair: PatchingPair, layer: int) -> torch.Tensor:
+    """Block ``layer``'s corrupted output with position p replaced by the clean run's in row p, then with every
+    position replaced, then with none: [seq + 2, seq, hidden]."""
     key, seq = full_name("layer_output", layer), pair.corrupted.seq_len
     clean, corrupted = to_model(loaded, pair.clean[key])[0], to_model(loaded, pair.corrupted[key])[0]
-    stream = corrupted.expand(seq + 2, -1, -1).clone()  # [seq + 2, seq, hidden]
+    stream = corrupted.expand(seq + 2, -1, -1).clone()
     positions = torch.arange(seq)
     stream[positions, positions] = clean
     stream[seq] = clean
-    return last_metrics(loaded, pair, run_blocks(loaded, pair, stream, layer + 1))
+    return stream
 
 
-def patched_sublayer_metrics(loaded: LoadedModel, pair: PatchingPair, layer: int, site: str) -> np.ndarray:
-    """The metric with block ``layer``'s ``site`` write at each position in turn replaced by the clean run's: [seq].
-    The block runs from its corrupted input, so what reads the stream after the write reads the patched one."""
-    key, seq = full_name(site, layer), pair.corrupted.seq_len
-    clean = to_model(loaded, pair.clean[key])[0]  # [seq, hidden]
-    positions = torch.arange(seq)
+def sublayer_patched_outputs(loaded: LoadedModel, pair: PatchingPair, layer: int) -> torch.Tensor:
+    """Block ``layer``'s output from its corrupted input with the attention's write at position p replaced by the
+    clean run's in row p, then the MLP's in row seq + p: [2 x seq, seq, hidden]. What reads the stream after a
+    write reads the patched one."""
+    seq = pair.corrupted.seq_len
+    stream = to_model(loaded, pair.corrupted[full_name("layer_input", layer)]).expand(2 * seq, -1, -1).contiguous()
+    handles = [hook_output(loaded.module(loaded.family.value_reads()[site][0], layer),
+                           changed_output_hook(clean_written(loaded, pair, site, layer, rows)))
+               for site, rows in (("attention_output", torch.arange(seq)), ("mlp_output", torch.arange(seq, 2 * seq)))]
+    try:
+        return run_blocks(loaded, pair, stream, layer, last=layer + 1)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def clean_written(loaded: LoadedModel, pair: PatchingPair, site: str, layer: int, rows: torch.Tensor):
+    """A change of a sublayer's [batch, seq, hidden] output: in each of ``rows`` in turn, position 0, 1, ... takes the
+    clean run's value of ``site``."""
+    clean = to_model(loaded, pair.clean[full_name(site, layer)])[0]  # [seq, hidden]
+    positions = torch.arange(len(rows))
 
     def patch(output: torch.Tensor) -> torch.Tensor:
         output = output.clone()
-        output[positions, positions] = clean.to(output.dtype)
+        output[rows, positions] = clean.to(output.dtype)
         return output
-    role, _ = loaded.family.value_reads()[site]
-    stream = to_model(loaded, pair.corrupted[full_name("layer_input", layer)]).expand(seq, -1, -1).contiguous()
-    handle = hook_output(loaded.module(role, layer), changed_output_hook(patch))
-    try:
-        stream = run_blocks(loaded, pair, stream, layer, last=layer + 1)
-    finally:
-        handle.remove()
-    return last_metrics(loaded, pair, run_blocks(loaded, pair, stream, layer + 1))
+    return patch
 
 
 def run_blocks(loaded: LoadedModel, pair: PatchingPair, stream: torch.Tensor, first: int,
