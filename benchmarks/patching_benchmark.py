@@ -30,7 +30,7 @@ from model_backend import load_model  # noqa: E402
 from model_backend.capture import capture_token_ids  # noqa: E402
 from model_backend.interventions import changed_output_hook  # noqa: E402
 from model_backend.names import full_name  # noqa: E402
-from model_backend.patching import PATCHED_SITES, pair_with_run, patch_block  # noqa: E402
+from model_backend.patching import PATCHED_SITES, pair_with_run, patch_block, patching_of  # noqa: E402
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 CLEAN, CORRUPTED = "Fact: the capital city of France is", "Fact: the capital city of Italy is"  # 8 tokens each
@@ -88,8 +88,11 @@ def main() -> None:
     runs = {dtype: capture_token_ids(loaded, loaded.tokenizer.encode(clean, add_special_tokens=False), prompt=clean)
             for dtype, loaded in models.items()}
     firsts, totals, cells = ({dtype: [] for dtype in models} for _ in range(3))
-    for dtype, loaded in models.items():  # warm-up
-        batched(loaded, runs[dtype], corrupted)
+    for dtype, loaded in models.items():  # warm-up, and the two exactness checks in this precision
+        patching = patching_of(loaded, pair_with_run(loaded, runs[dtype], corrupted))
+        print(f"{dtype:>17}: every position patched -> clean to {patching.clean_check:.1e}, nothing patched -> "
+              f"corrupted to {patching.corrupted_check:.1e}; clean {patching.pair.clean_metric:.3f}, corrupted "
+              f"{patching.pair.corrupted_metric:.3f} ({patching.pair.answer!r} - {patching.pair.wrong!r})")
     for _ in range(arguments.repeats):
         for dtype, loaded in models.items():
             first, total = batched(loaded, runs[dtype], corrupted)

@@ -52,7 +52,7 @@ def patching_heatmap(site: str, *, height: int) -> tuple:
     fig.add_tools(TapTool(renderers=[rects]), HoverTool(renderers=[rects], tooltips=[
         ("block", "@block"), ("position", "@token"), ("recovered", "@recovered{0.00}"),
         ("logit difference", "@raw{0.000}")]))
-    fig.xaxis.axis_label = "position patched"
+    fig.xaxis.axis_label = "position patched (the clean prompt's token)"
     fig.yaxis.axis_label = "block"
     fig.grid.visible = False
     return fig, cells, mapper
@@ -73,9 +73,12 @@ def checks_line(patching: Patching) -> str:
     done = patching.blocks_done
     if done == 0:
         return ""
+    rounding = ("" if patching.pair.precision == "float32" else
+                f" (the model computes in {patching.pair.precision}, whose rounding depends on how many rows run "
+                "together; in float32 both are under 1e-5)")
     return (f"<p class='patching-check'>Check over {done} block{'s' * (done != 1)}: all positions of a block's output "
             f"patched → clean run to <b>{patching.clean_check:.1e}</b>; nothing patched → corrupted run to "
-            f"<b>{patching.corrupted_check:.1e}</b>.</p>")
+            f"<b>{patching.corrupted_check:.1e}</b>{rounding}.</p>")
 
 
 def recovered(patching: Patching, site: str) -> np.ndarray:
@@ -91,6 +94,12 @@ def position_labels(patching: Patching) -> list[str]:
     return [f"{p}:{visible_token(corrupted)}" if corrupted == clean else
             f"{p}:{visible_token(corrupted)}→{visible_token(clean)}"
             for p, (corrupted, clean) in enumerate(zip(pair.corrupted.tokens, pair.clean.tokens))]
+
+
+def axis_labels(patching: Patching) -> dict[int, str]:
+    """The clean run's tokens alone (what a patch brings in), short enough for the axis to keep the swapped one at a
+    projector's font; the tooltip names position and both tokens."""
+    return {p: visible_token(token) for p, token in enumerate(patching.pair.clean.tokens)}
 
 
 def cells_of(patching: Patching, site: str) -> dict:
@@ -136,7 +145,7 @@ class PatchingView(TabView):
         pair = patching.pair
         n_layers, seq = pair.corrupted.n_layers, pair.corrupted.seq_len
         progress = "" if patching.complete else f" · {patching.blocks_done} of {n_layers} blocks so far"
-        labels = dict(enumerate(position_labels(patching)))
+        labels = axis_labels(patching)
         for site, fig in self.figures.items():
             self.cells[site].data = cells_of(patching, site)
             cells_range(fig.x_range, seq)
@@ -169,9 +178,9 @@ class PatchingView(TabView):
             pn.widgets.TextInput.from_param(self.state.param.corrupted_prompt, width=320,
                                             placeholder="the prompt with one word changed"),
             pn.widgets.TextInput.from_param(self.state.param.patch_answer, width=180,
-                                            placeholder="empty: clean run's top"),
+                                            placeholder="top prediction"),
             pn.widgets.TextInput.from_param(self.state.param.patch_wrong, width=180,
-                                            placeholder="empty: corrupted run's top"))
+                                            placeholder="corrupted top"))
         figure = partial(pn.pane.Bokeh, sizing_mode="stretch_width")
         return pn.Column(inputs, self.about, self.checks, figure(self.figures["layer_output"]), self.pinned_note,
                          figure(self.figures["attention_output"]), figure(self.figures["mlp_output"]))

@@ -70,6 +70,7 @@ class PatchingPair:
     answer: str
     wrong: str
     block_calls: list[BlockCall] = field(repr=False)
+    precision: str = "float32"  # how the model computed (``LoadedModel.dtype``): the checks' tolerance depends on it
 
     @property
     def clean_metric(self) -> float:
@@ -167,7 +168,7 @@ def pair_with_run(loaded: LoadedModel, clean: Run, corrupted_prompt: str, *, ans
     answer_id = chosen_token(loaded, answer, clean)
     wrong_id = chosen_token(loaded, wrong, corrupted, besides=answer_id)
     return PatchingPair(clean, corrupted, answer_id, wrong_id, loaded.tokenizer.decode([answer_id]),
-                        loaded.tokenizer.decode([wrong_id]), block_calls)
+                        loaded.tokenizer.decode([wrong_id]), block_calls, loaded.dtype)
 
 
 def check_same_length(n_clean: int, n_corrupted: int) -> None:
