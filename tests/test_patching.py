@@ -1,7 +1,8 @@
 """Activation patching against an independent computation: for every block, position and site, one full forward of
 the corrupted prompt with a plain forward hook writing the clean run's value (itself read by plain hooks on a full
-clean forward) into the module that makes it; on GPT-2, Llama, a parallel GPT-NeoX, a sandwich Gemma 2 and a
-post-norm OLMo-2, BOS on and off."""
+clean forward) into the module that makes it; on GPT-2, Llama, a parallel GPT-NeoX, a sandwich Gemma 2, Gemma 3
+(local and global attention layers, each with its own mask and rotary table) and a post-norm OLMo-2, BOS on and
+off."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from transformers import Gemma2Config, GPTNeoXConfig, LlamaConfig, Olmo2Config
+from transformers import Gemma2Config, Gemma3TextConfig, GPTNeoXConfig, LlamaConfig, Olmo2Config
 
 from family_reference import TINY_SHAPE, save_tiny_family_model
 
@@ -35,6 +36,8 @@ SITE_MODULES = {
                  "mlp_output": "gpt_neox.layers.{i}.mlp"},
     "gemma2": {"layer_output": "model.layers.{i}", "attention_output": "model.layers.{i}.post_attention_layernorm",
                "mlp_output": "model.layers.{i}.post_feedforward_layernorm"},
+    "gemma3": {"layer_output": "model.layers.{i}", "attention_output": "model.layers.{i}.post_attention_layernorm",
+               "mlp_output": "model.layers.{i}.post_feedforward_layernorm"},
     "olmo2": {"layer_output": "model.layers.{i}", "attention_output": "model.layers.{i}.post_attention_layernorm",
               "mlp_output": "model.layers.{i}.post_feedforward_layernorm"},
 }
@@ -46,6 +49,8 @@ FAMILY_CONFIGS = {
     "gpt_neox": GPTNeoXConfig(**LOUD, use_parallel_residual=True, attention_bias=True),
     "gemma2": Gemma2Config(**LOUD, num_key_value_heads=2, head_dim=16, sliding_window=4,
                            final_logit_softcapping=3.0, attn_logit_softcapping=5.0),
+    "gemma3": Gemma3TextConfig(**LOUD, num_key_value_heads=2, head_dim=16, sliding_window=3,
+                               layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
     "olmo2": Olmo2Config(**LOUD, num_key_value_heads=2, attention_bias=True),
 }
 
