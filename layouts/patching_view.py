@@ -75,7 +75,7 @@ def checks_line(patching: Patching) -> str:
         return ""
     rounding = ("" if patching.pair.precision == "float32" else
                 f" (the model computes in {patching.pair.precision}, whose rounding depends on how many rows run "
-                "together; in float32 both are under 1e-5)")
+                "together; in float32 both are of the order of 1e-5 or less)")
     return (f"<p class='patching-check'>Check over {done} block{'s' * (done != 1)}: all positions of a block's output "
             f"patched → clean run to <b>{patching.clean_check:.1e}</b>; nothing patched → corrupted run to "
             f"<b>{patching.corrupted_check:.1e}</b>{rounding}.</p>")
