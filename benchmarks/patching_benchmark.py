@@ -3,8 +3,8 @@ patched runs), batched from the patched block on, against the unbatched sweep (o
 prompt per cell, a forward hook writing the clean value), side by side in one process.
 
 Model: SmolLM2-135M-Instruct (30 blocks) from the project's cache, "Fact: the capital city of France is" against
-"... Italy is" (8 tokens each, no BOS), torch on this machine's threads. For each precision (``--dtypes``, names of ``model_backend.compute``): the time to
-the first block's row as the page gets it (the corrupted prompt's capture, which records the blocks' calls, then
+"... Italy is" (8 tokens each, no BOS), torch on this machine's threads. For each precision (``--dtypes``, names of
+``model_backend.compute``), both exactness checks, then the time to the first block's row as the page gets it (the corrupted prompt's capture, which records the blocks' calls, then
 block 0's row; the clean run is the page's own run already), the time for all blocks' rows, and the unbatched
 sweep's time per cell, measured on ``--sweep-cells`` cells spread over blocks and sites and multiplied out to the
 whole grid (every cell costs one full forward, whatever it patches). Medians of ``--repeats`` runs, the precisions

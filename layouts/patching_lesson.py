@@ -53,8 +53,8 @@ def patching_lesson_paragraphs(patching: Patching | None, n_layers: int, shown) 
     subject = max(changed, key=lambda p: stream[0, p])
     at_subject, at_last = carrying_blocks(stream[:, subject]), carrying_blocks(stream[:, last])
     where = (f"Patching the stream at the swapped token {shown(pair.clean.tokens[subject])} (position {subject}) "
-             f"brings the answer back in blocks <b>{block_list(at_subject)}</b>; at the last token (position {last}) in "
-             f"blocks <b>{block_list(at_last)}</b>.")
+             f"brings the answer back in blocks <b>{block_list(at_subject)}</b>; at the last token (position {last}) "
+             f"in blocks <b>{block_list(at_last)}</b>.")
     handed_over = (at_subject.size and at_last.size and at_subject[0] == 0 and at_last[-1] == n_layers - 1
                    and at_last[0] <= at_subject[-1] + 2)
     if handed_over:

@@ -206,7 +206,8 @@ def patch_block(loaded: LoadedModel, pair: PatchingPair, layer: int) -> PatchedB
     run block ``layer`` as one batch, then every row (3 x seq + 2) runs the later blocks as one batch."""
     seq = pair.corrupted.seq_len
     with loaded.computing():
-        streams = torch.cat([sublayer_patched_outputs(loaded, pair, layer), stream_patched_outputs(loaded, pair, layer)])
+        streams = torch.cat([sublayer_patched_outputs(loaded, pair, layer),
+                             stream_patched_outputs(loaded, pair, layer)])
         metrics = last_metrics(loaded, pair, run_blocks(loaded, pair, streams, layer + 1))
     attention, mlp, stream, exactness = np.split(metrics, [seq, 2 * seq, 3 * seq])
     return PatchedBlock(layer, {"layer_output": stream, "attention_output": attention, "mlp_output": mlp},
