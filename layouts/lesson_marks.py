@@ -71,9 +71,14 @@ def intervention_marks(inputs: LessonInputs) -> dict:
                              mark(n_layers - 1, "lesson: last block, no change")]}
 
 
-MARKS = (block_marks, sink_marks, cosine_marks, lens_marks, attribution_marks, intervention_marks)
+def patching_marks(_inputs: LessonInputs) -> dict:
+    """Lesson 7 marks nothing: its text names blocks and positions of the grids' own axes."""
+    return {}
+
+
+MARKS = (block_marks, sink_marks, cosine_marks, lens_marks, attribution_marks, intervention_marks, patching_marks)
 
 
 def lesson_marks(step: int, inputs: LessonInputs) -> dict:
-    """Figure name -> the marks lesson ``step`` (1 to 6) highlights there for this run."""
+    """Figure name -> the marks lesson ``step`` (1 to 7) highlights there for this run."""
     return MARKS[step - 1](inputs)

@@ -1,4 +1,4 @@
-"""The six guided lessons' texts, each filled with the numbers of the run on screen (never canned ones).
+"""The seven guided lessons' texts, each filled with the numbers of the run on screen (never canned ones).
 
 Plain functions from a run's arrays and results to HTML: testable without a browser or a model. Every token is
 made visible and HTML-escaped; a lesson whose effect the model does not show says so, and why.
@@ -20,14 +20,16 @@ from model_backend.similarity import token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
 
 from .cards import block_identity_error
+from .patching_lesson import patching_lesson_paragraphs
 
 if TYPE_CHECKING:  # these modules import torch; the lessons only read their results' arrays
     from model_backend.attribution import LogitAttribution
     from model_backend.interventions import ScalingSweep
     from model_backend.lens import LogitLens
+    from model_backend.patching import Patching
 
 LESSON_TITLES = ("The residual stream", "The attention sink", "Cosine similarity", "The logit lens",
-                 "Logit attribution", "Scaling one block")
+                 "Logit attribution", "Scaling one block", "Activation patching")
 IDENTITY_BLOCK = 3  # the block lesson 1 opens: early enough to exist in every model, late enough to be "a block"
 
 
@@ -47,6 +49,7 @@ class LessonInputs:
     target: str = ""
     attribution: LogitAttribution | None = None
     sweep: ScalingSweep | None = None
+    patching: Patching | None = None
 
 
 def shown(token: str) -> str:
@@ -268,9 +271,15 @@ def intervention_lesson(inputs: LessonInputs) -> str:
         "deviation), so a uniform scale cancels, up to the norm's epsilon.")
 
 
-LESSONS = (residual_stream_lesson, sink_lesson, cosine_lesson, lens_lesson, attribution_lesson, intervention_lesson)
+def patching_lesson(inputs: LessonInputs) -> str:
+    """Lesson 7: where the answer is carried, block by block and token by token (``patching_lesson``)."""
+    return paragraphs(*patching_lesson_paragraphs(inputs.patching, inputs.run.n_layers, shown))
+
+
+LESSONS = (residual_stream_lesson, sink_lesson, cosine_lesson, lens_lesson, attribution_lesson, intervention_lesson,
+           patching_lesson)
 
 
 def lesson_text(step: int, inputs: LessonInputs) -> str:
-    """The HTML of lesson ``step`` (1 to 6) for this run."""
+    """The HTML of lesson ``step`` (1 to 7) for this run."""
     return LESSONS[step - 1](inputs)

@@ -37,17 +37,25 @@ class ExplorerState(param.Parameterized):
     lens_window = param.Range(default=None, doc="first and last position the lens grid shows; None: the last ones")
     attribution_position = param.Integer(default=-1, bounds=(-1, None), doc="the position attributed; -1: the last")
 
+    corrupted_prompt = UrlText(default="", label="corrupted prompt",
+                               doc="the Patching tab's corrupted prompt, as many tokens as the prompt; a run fills an "
+                                   "empty box with the prompt with one word swapped")
+    patch_answer = param.String(default="", label="answer token",
+                                doc="the token patching credits; empty: the clean run's top prediction")
+    patch_wrong = param.String(default="", label="wrong token",
+                               doc="the token patching counts against; empty: the corrupted run's top prediction")
     compare = param.String(default="", doc="display name of the model whose norms the Norms tab shows under the "
                                            "run's, for the same prompt; empty: none (kept in the URL)")
     presenter = param.Boolean(default=False, doc="larger fonts and marks for a projector (kept in the URL)")
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
-    lesson = param.Integer(default=0, bounds=(0, 6), doc="the guided lesson's step on screen; 0: no lesson")
+    lesson = param.Integer(default=0, bounds=(0, 7), doc="the guided lesson's step on screen; 0: no lesson")
 
     run_requested = param.Event(label="Run", doc="run the prompt")
     lens_requested = param.Event(doc="read the logit lens of the run (asked by its view once shown)")
     attribution_requested = param.Event(doc="attribute the run's logit (asked by its view once shown)")
     pattern_requested = param.Event(doc="recompute block ``layer``'s attention pattern (asked by its view once shown)")
     sweep_requested = param.Event(label="Scale each block", doc="run the scaling intervention")
+    patching_requested = param.Event(doc="patch the run with the corrupted prompt (asked by its view once shown)")
     npz_requested = param.Event(label="Prepare the run's NPZ", doc="write the last run as NPZ for download")
 
     model_outcomes = param.List(default=[], doc="(name, loaded, origin or reason) for every configured model")
@@ -64,6 +72,10 @@ class ExplorerState(param.Parameterized):
                                                      "run's prompt, with its probability and other spellings")
     target_id = param.Integer(default=None, allow_None=True, doc="the one token the lens, the attribution and the "
                                                                  "intervention follow (target_match's)")
+    patching = param.Parameter(default=None, doc="Patching of the run by the corrupted prompt, filled block by "
+                                                 "block, or None")
+    patching_note = param.String(default="", doc="why the Patching tab has no grids (prompts of unequal length…); "
+                                                 "empty otherwise")
     attribution = param.Parameter(default=None, doc="LogitAttribution of the last run at attribution_position")
     compare_offered = param.List(default=[], item_type=str, doc="the models the Norms tab can compare with: every "
                                                                 "loaded one but the one in use")

@@ -38,6 +38,7 @@ EXPORTS = {
     "loading": ("load_model",),
     "lens": ("LogitLens", "joined_lens", "logit_lens"),
     "norms": ("SinkReport", "detect_sinks", "residual_norms"),
+    "patching": ("Patching", "activation_patching", "patched_blocks", "patching_pair"),
     "run": ("Run",),
     "similarity": ("LaminarProfile", "laminar_profile", "token_across_layers", "tokens_within_layer"),
 }

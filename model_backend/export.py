@@ -6,6 +6,11 @@ for the tokens (nothing pickled), plus ``logit_lens.top_ids`` / ``logit_lens.top
 packages made the file. Patterns are recomputed one layer at a time and streamed into the archive, so exporting a
 long prompt never holds every layer's pattern at once; logits not read yet are computed and written a block of
 positions at a time (at a 262,144-token vocabulary they take 1 MB per position).
+
+A patching export (``write_patching_npz``) holds ``patching.clean`` and ``patching.corrupted`` (the two runs'
+metric, scalars), ``patching.layer_output``, ``patching.attention_output`` and ``patching.mlp_output``
+([n_layers, seq], the raw metric with that value patched), both prompts' tokens and the same ``metadata`` entry,
+which also names the corrupted prompt and the two tokens compared.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 from .lens import LOGITS_PER_MATMUL, logit_lens
 from .loaded_model import LoadedModel
 from .names import parse_full_name
+from .patching import PATCHED_SITES, Patching
 from .run import Run
 
 EXPORT_TOP_K = 10
@@ -93,10 +99,40 @@ def export_arrays(loaded: LoadedModel, run: Run, *, k: int = EXPORT_TOP_K):
 
 def write_npz(loaded: LoadedModel, run: Run, destination: str | Path | BinaryIO, *, k: int = EXPORT_TOP_K) -> None:
     """Write the export as an uncompressed NPZ that ``numpy.load`` reads with ``allow_pickle=False``."""
+    write_arrays(export_arrays(loaded, run, k=k), destination)
+
+
+def write_arrays(arrays, destination: str | Path | BinaryIO) -> None:
+    """Stream (key, array) pairs into an uncompressed NPZ, one member at a time, nothing pickled."""
     with zipfile.ZipFile(destination, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for key, array in export_arrays(loaded, run, k=k):
+        for key, array in arrays:
             with archive.open(f"{key}.npy", mode="w", force_zip64=True) as member:
                 if isinstance(array, Rows):
                     write_rows(member, array)
                 else:
-                    np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+                    np.lib.format.write_array(member, np.asarray(array, order="C"), allow_pickle=False)
+
+
+def patching_metadata(loaded: LoadedModel, patching: Patching) -> dict:
+    """The run's metadata for the clean prompt, plus the corrupted prompt, the metric and its two tokens."""
+    pair = patching.pair
+    return {**run_metadata(loaded, pair.clean), "corrupted_prompt": pair.corrupted.prompt,
+            "metric": "logit[answer] - logit[wrong] at the last position",
+            "answer": pair.answer, "answer_id": pair.answer_id, "wrong": pair.wrong, "wrong_id": pair.wrong_id}
+
+
+def patching_arrays(loaded: LoadedModel, patching: Patching):
+    """Yield (key, array) for every entry of a patching export, in a stable order."""
+    pair = patching.pair
+    yield "metadata", np.array([json.dumps(patching_metadata(loaded, patching), ensure_ascii=False)])
+    yield "patching.clean_tokens", np.array(pair.clean.tokens, dtype=np.str_)
+    yield "patching.corrupted_tokens", np.array(pair.corrupted.tokens, dtype=np.str_)
+    yield "patching.clean", np.float32(pair.clean_metric)
+    yield "patching.corrupted", np.float32(pair.corrupted_metric)
+    for site in PATCHED_SITES:
+        yield f"patching.{site}", patching.grids[site].astype(np.float32)
+
+
+def write_patching_npz(loaded: LoadedModel, patching: Patching, destination: str | Path | BinaryIO) -> None:
+    """Write a patching export as an uncompressed NPZ that ``numpy.load`` reads with ``allow_pickle=False``."""
+    write_arrays(patching_arrays(loaded, patching), destination)

@@ -36,13 +36,18 @@ class ScalingSweep:
         return -math.log(self.vocabulary_size)
 
 
+def changed_output_hook(change):
+    """A forward hook that replaces a module's main output by ``change(output)``, keeping any tuple around it."""
+    def replace(_module, _args, output):
+        if isinstance(output, torch.Tensor):
+            return change(output)
+        return (change(first_tensor(output)), *output[1:])
+    return replace
+
+
 def scaled_output_hook(alpha: float):
     """A forward hook that multiplies a module's main output by ``alpha``, keeping any tuple around it."""
-    def scale(_module, _args, output):
-        if isinstance(output, torch.Tensor):
-            return output * alpha
-        return (first_tensor(output) * alpha, *output[1:])
-    return scale
+    return changed_output_hook(lambda output: output * alpha)
 
 
 def last_position_logprob(loaded: LoadedModel, token_ids: torch.Tensor, target_id: int) -> float:

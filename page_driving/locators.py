@@ -11,6 +11,7 @@ FIGURES_BY_TAB = {
     "Logit attribution": ("logit_attribution",),
     "Attention": ("attention_pattern", "sink_share"),
     "Intervention": ("intervention",),
+    "Patching": ("patching_layer_output", "patching_attention_output", "patching_mlp_output"),
 }
 NORMS_TAB = "Norms & sinks"
 PROMPT_BOX_PLACEHOLDER = "Type a prompt, press Enter"

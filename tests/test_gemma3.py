@@ -22,7 +22,8 @@ from model_backend import ModelNotCachedError, capture_run, detect_sinks, load_m
 from model_backend.model_names import GEMMA3, GEMMA3_COPY, GEMMA_TERMS, SMOLLM2
 from model_backend.norms import attention_share_received
 from model_backend.package_index import MARKER, prepared_folder
-from model_backend.tokens import next_token_probabilities, target_token_id
+from model_backend.targets import match_target
+from model_backend.tokens import next_token_probabilities
 from page_driving.locators import FIGURES_BY_TAB, NORMS_TAB
 from page_driving.server import serve_app, stop_server
 
@@ -73,7 +74,7 @@ def test_paris_is_in_the_top_5_and_the_lessons_say_where(gemma3, france):
     probabilities = next_token_probabilities(france)
     top5 = [gemma3.tokenizer.decode([int(i)]) for i in np.argsort(probabilities)[::-1][:5]]
     assert france.tokens[0] == "<bos>" and " Paris" in top5, top5
-    lens = logit_lens(gemma3, france, k=5, target_id=target_token_id(gemma3, " Paris"))
+    lens = logit_lens(gemma3, france, k=5, target_id=match_target(gemma3, france, "Paris").token_id)
     inputs = LessonInputs(france, detect_sinks(france), top5[0], float(probabilities.max()), len(probabilities), 3,
                           lens=lens, target=" Paris")
     assert f"the top one is {shown(top5[0])}" in residual_stream_lesson(inputs)

@@ -120,7 +120,7 @@ def test_a_sink_lesson_on_a_sink_names_its_signals(loaded, run):
 
 def test_each_step_opens_its_tab_and_what_its_view_needs(run):
     state = ExplorerState(run=run, prompt="Other words", pinned=["embeddings"], bos=False, bos_token="<s>")
-    assert [step_settings(step, state, " Paris")["shown_tab"] for step in range(1, 7)] == list(LESSON_TABS)
+    assert [step_settings(step, state, " Paris")["shown_tab"] for step in range(1, 8)] == list(LESSON_TABS)
     first = step_settings(1, state, "")
     assert first["pinned"] == ["embeddings", f"block.{min(3, run.n_layers - 1)}"]
     assert step_settings(2, state, "")["bos"] is True
@@ -132,7 +132,7 @@ def test_each_step_opens_its_tab_and_what_its_view_needs(run):
     assert step_settings(4, state, " Paris")["target"] == " Paris"
 
 
-@pytest.mark.parametrize("text, step, noted", [("3", 3, False), ("0", 0, False), ("7", None, True),
+@pytest.mark.parametrize("text, step, noted", [("3", 3, False), ("0", 0, False), ("7", 7, False), ("8", None, True),
                                                 ("²", None, True), ("-1", None, True)])
 def test_the_lesson_step_lives_in_the_url(text, step, noted):
     choices, notes = url_choices({"lesson": [text.encode()]})

@@ -11,14 +11,14 @@ import nbformat
 import panel as pn
 import pytest
 from bokeh.document import Document
-from bokeh.models import Plot, SaveTool
+from bokeh.models import ColumnDataSource, Plot, SaveTool
 from conftest import run_coroutine
 from nbclient import NotebookClient
 
 from layouts.diagram_parts import diagram_parts
 from model_backend import capture_run
 from viz_app.notebook import (attention_view, attribution_view, diagram_view, explorer, intervention_view,
-                              logit_lens_view, norms_view, similarity_view)
+                              logit_lens_view, norms_view, patching_view, similarity_view)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "examples" / "explore.ipynb"
 CELL_SECONDS = 300
@@ -82,12 +82,31 @@ def test_every_figure_of_every_view_has_the_save_tool(gpt2):
     every_part = [part.id for part in diagram_parts(gpt2.family, run.n_layers, 0)]
     views = [norms_view(run), similarity_view(run), attention_view(run), diagram_view(gpt2, run, pinned=every_part),
              logit_lens_view(gpt2, run, target=" Paris"), attribution_view(gpt2, run),
-             intervention_view(gpt2, run, target=" Paris")]
+             intervention_view(gpt2, run, target=" Paris"),
+             patching_view(gpt2, run, "The capital of Italy is", " Paris", " Rome")]
     figures = [figure for view in views for figure in pn.panel(view).get_root(Document()).select({"type": Plot})]
     assert len(figures) > len(views)
     for figure in figures:
         assert figure.toolbar_location is not None, figure.title.text
         assert any(isinstance(tool, SaveTool) for tool in figure.toolbar.tools), figure.title.text
+
+
+def test_the_patching_view_shows_every_cell_and_answers_a_new_corrupted_prompt(gpt2):
+    """Filled when the call returns, from a prompt; a new corrupted prompt is patched after the call, as on the page."""
+    async def patch_and_change() -> None:
+        view = patching_view(gpt2, "The capital of France is", "The capital of Italy is", bos=True)
+        root = pn.panel(view).get_root(Document())
+        cells = next(s for s in root.select({"type": ColumnDataSource}) if s.name == "patching_layer_output_cells")
+        assert len(cells.data["x"]) == gpt2.n_layers * view.state.run.seq_len
+        assert view.state.patching.complete and view.state.patching.pair.clean.token_ids[0] == 50256
+        view.state.corrupted_prompt = "The capital of Spain is"
+        for _ in range(600):
+            if view.state.patching is not None and view.state.patching.complete:
+                break
+            await asyncio.sleep(0.05)
+        assert view.state.patching.pair.corrupted.prompt == "The capital of Spain is"
+
+    run_coroutine(patch_and_change())
 
 
 def test_a_view_refuses_a_block_the_model_lacks(gpt2):

@@ -1,4 +1,4 @@
-"""The guided lessons in the browser, at 1024x768: the Lessons button, then Next through all six steps on a
+"""The guided lessons in the browser, at 1024x768: the Lessons button, then Next through all seven steps on a
 random-init GPT-2 and on SmolLM2, each step's text showing the numbers the backend computes for that run in this
 process; a shared link opens the same step on its tab."""
 
@@ -14,7 +14,8 @@ import torch
 from playwright.sync_api import Page, expect
 
 from conftest import load_as_served
-from model_backend import (ModelNotCachedError, capture_run, detect_sinks, direct_logit_attribution, logit_lens,
+from layouts.corrupted_prompt import corrupted_version
+from model_backend import (ModelNotCachedError, activation_patching, capture_run, detect_sinks, direct_logit_attribution, logit_lens,
                            scaling_sweep, token_across_layers, tokens_within_layer)
 from model_backend.model_names import SMOLLM2
 from model_backend.tokens import visible_token
@@ -27,7 +28,7 @@ VIEWPORT = {"width": 1024, "height": 768}
 # The figure each step highlights first, and where its mark is on screen: the marks' indices, labels, the figure's
 # box and the first labelled mark's centre (page pixels), once the figure is drawn with its highlight.
 STEP_FIGURES = ("block_diagram", "norms_heatmap", "similarity_within_layer", "logit_lens", "logit_attribution",
-                "intervention")
+                "intervention", "patching_layer_output")
 HIGHLIGHT = """name => {
     const view = Bokeh.index.query_one(v => v.model.name === name);
     const renderer = view && view.model.renderers.find(r => r.name === name + "_lesson_highlight");
@@ -57,9 +58,10 @@ def expected_numbers(loaded) -> dict[int, list[str]]:
     sinks = detect_sinks(run).sinks
     first_top = int(np.argmax(lens.top_ids[:, 0, 0] == top))
     labels, terms = attribution.bars()
+    pair = activation_patching(loaded, FRANCE, corrupted_version(FRANCE), bos=True).pair
     marks = {1: [f"block.{min(3, run.n_layers - 1)}"], 2: [sinks[0].position if sinks else 0], 3: [0],
              4: [[first_top, last], [lens.n_rows - 1, None]], 5: [labels[i] for i in np.argsort(-terms)[:3]],
-             6: [most, run.n_layers - 1]}
+             6: [most, run.n_layers - 1], 7: []}
     return {"marks": marks,
         1: [f"{run.seq_len} tokens", f"all {run.n_layers} blocks", f"{len(probabilities):,} logits", prediction,
             f"p = {float(probabilities[top]):.2f}"],
@@ -69,6 +71,7 @@ def expected_numbers(loaded) -> dict[int, list[str]]:
         4: [f"p = {lens.target_probs[-1, 0]:.2f}", prediction],
         5: [f"is {attribution.logit:.3f}", f"sum to {attribution.total:.4f}", f"logit is {attribution.logit:.4f}"],
         6: [f"= {sweep.clean_logprob:.3f}", f"Scaling block {most} moves it most", f"({changes[most]:+.3f})"],
+        7: [f"= {pair.clean_metric:.2f}", f"one with {pair.corrupted_metric:.2f}"],
     }
 
 
@@ -78,17 +81,19 @@ def step_through_lessons(page: Page, url: str, expected: dict[int, list[str]], *
     page.goto(url + ("?presenter=true" if presenter else ""))
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=STEP_SECONDS)
     page.get_by_role("button", name="▶ Lessons").click()
-    tabs = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Intervention")
-    for step in range(1, 7):
+    tabs = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Intervention",
+            "Patching")
+    for step in range(1, 8):
         if step > 1:
             page.get_by_role("button", name="Next ▶").click()
-        expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of 6", timeout=STEP_SECONDS)
+        expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of 7", timeout=STEP_SECONDS)
         text = page.locator(f".lesson-text[data-step='{step}']")
         for number in expected[step]:
             expect(text).to_contain_text(number, timeout=STEP_SECONDS)
         expect(page.locator(".bk-tab.bk-active")).to_have_text(tabs[step - 1])
         expect(page).to_have_url(re.compile(rf"lesson={step}\b"))
-        check_the_highlight(page, STEP_FIGURES[step - 1], expected["marks"][step])
+        if expected["marks"][step]:  # lesson 7 names the grids' own blocks and positions, and marks nothing
+            check_the_highlight(page, STEP_FIGURES[step - 1], expected["marks"][step])
         if presenter:  # the projector's larger text still leaves two thirds of the screen to the figures
             assert page.locator(".lesson-area").bounding_box()["height"] <= VIEWPORT["height"] / 3
         page.screenshot(path=f"test-artifacts/lesson-{step}-{expected['name']}{'-presenter' * presenter}.png")
@@ -146,7 +151,7 @@ def test_the_lessons_show_a_random_gpt2s_own_numbers(page: Page, lesson_app, tin
 def test_a_shared_link_opens_the_same_step_on_its_tab(page: Page, lesson_app):
     page.set_viewport_size(VIEWPORT)
     page.goto(lesson_app.url + "?lesson=3")
-    expect(page.locator(".lesson-title")).to_contain_text("Lesson 3 of 6: Cosine similarity", timeout=STEP_SECONDS)
+    expect(page.locator(".lesson-title")).to_contain_text("Lesson 3 of 7: Cosine similarity", timeout=STEP_SECONDS)
     expect(page.locator(".bk-tab.bk-active")).to_have_text("Cosine similarity", timeout=STEP_SECONDS)
     expect(page.locator(".lesson-text[data-step='3']")).to_contain_text("The last token", timeout=STEP_SECONDS)
     page.get_by_role("button", name="End lessons").click()

@@ -7,6 +7,7 @@ import asyncio
 
 from layouts.lesson_marks import lesson_marks
 from layouts.lesson_text import IDENTITY_BLOCK, LessonInputs, lesson_text
+from layouts.corrupted_prompt import corrupted_version
 from layouts.state import DEFAULT_PROMPT
 from model_backend import capture_run, detect_sinks
 from model_backend.tokens import next_token_probabilities, token_strings
@@ -14,9 +15,9 @@ from model_backend.tokens import next_token_probabilities, token_strings
 from .failures import report_failure
 
 LESSON_TABS = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution",
-               "Intervention")
+               "Intervention", "Patching")
 # What a lesson's text reads: a change of any of these writes it again.
-LESSON_READS = ["lesson", "run", "sinks", "lens", "attribution", "sweep", "layer"]
+LESSON_READS = ["lesson", "run", "sinks", "lens", "attribution", "sweep", "layer", "patching"]
 
 
 def step_settings(step: int, state, predicted_target: str) -> dict:
@@ -37,6 +38,9 @@ def step_settings(step: int, state, predicted_target: str) -> dict:
                         target=predicted_target if state.prompt == DEFAULT_PROMPT else "")
     elif step == 5:
         settings.update(attribution_position=-1)
+    elif step == 7:  # France against Italy, each run's own top prediction compared
+        settings.update(prompt=DEFAULT_PROMPT, corrupted_prompt=corrupted_version(DEFAULT_PROMPT), patch_answer="",
+                        patch_wrong="")
     return settings
 
 
@@ -99,7 +103,8 @@ class LessonGuide:
         prediction, probability, vocabulary = await asyncio.to_thread(prediction_of, loaded, run)
         inputs = LessonInputs(run, state.sinks, prediction, probability, vocabulary, state.layer,
                               other_bos_run=other_run, other_bos_sinks=other_sinks, lens=state.lens,
-                              target=state.target_match.followed.labels[0] if state.target_match else state.target, attribution=state.attribution, sweep=state.sweep)
+                              target=state.target_match.followed.labels[0] if state.target_match else state.target,
+                              attribution=state.attribution, sweep=state.sweep, patching=state.patching)
         try:
             text, marks = await asyncio.to_thread(lambda: (lesson_text(step, inputs), lesson_marks(step, inputs)))
         except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable

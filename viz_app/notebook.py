@@ -17,13 +17,16 @@ from layouts.diagram_view import DiagramView
 from layouts.intervention_view import InterventionView
 from layouts.logit_lens_view import LogitLensView
 from layouts.norms_view import NormsView
+from layouts.patching_view import PatchingView
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
 from model_backend.attribution import direct_logit_attribution
+from model_backend.capture import capture_run
 from model_backend.interventions import scaling_sweep
 from model_backend.lens import logit_lens
 from model_backend.norms import detect_sinks
 from model_backend.loaded_model import LoadedModel
+from model_backend.patching import pair_with_run, patching_of
 from model_backend.run import Run
 from model_backend.targets import TargetMatch, match_target
 
@@ -114,6 +117,18 @@ def intervention_view(loaded: LoadedModel, run: Run, target: str = "",
     state = following(controlled_state(loaded, run, target=target, alpha=alpha), match)
     state.sweep = scaling_sweep(loaded, run, match.token_id, alpha=alpha)
     return InterventionView(state)
+
+
+def patching_view(loaded: LoadedModel, clean: Run | str, corrupted: str, answer: str = "", wrong: str = "", *,
+                  bos: bool = False) -> PatchingView:
+    """Activation patching of ``clean`` (a run, or a prompt run here with ``bos``) by the ``corrupted`` prompt: the
+    logit difference ``answer`` - ``wrong`` (empty: the clean run's and the corrupted run's top predictions) with
+    each block's output, attention and MLP write at each position taken from the clean run."""
+    run = capture_run(loaded, clean, bos=bos) if isinstance(clean, str) else clean
+    state = controlled_state(loaded, run, corrupted_prompt=corrupted, patch_answer=answer, patch_wrong=wrong)
+    state.patching = patching_of(loaded, pair_with_run(loaded, run, corrupted, answer=answer or None,
+                                                       wrong=wrong or None))
+    return PatchingView(state)
 
 
 def explorer(models: LoadedModel | str | Sequence[str]) -> pn.Row:

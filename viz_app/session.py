@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from layouts.corrupted_prompt import corrupted_version
 from layouts.state import ExplorerState
 from model_backend import LoadedModel, LogitLens, PromptError, Run, joined_lens, logit_lens
 from model_backend.targets import match_target
@@ -68,6 +69,9 @@ class ExplorerSession(TabJobs):
         self.state.param.watch(self.launcher(self.read_lens), "lens_requested")
         self.state.param.watch(self.launcher(self.sweep), "sweep_requested")
         self.state.param.watch(self.launcher(self.read_attribution), "attribution_requested")
+        self.state.param.watch(self.launcher(self.patch), "patching_requested")
+        self.state.param.watch(self.forget_patching, ["corrupted_prompt", "patch_answer", "patch_wrong"])
+        self.derived_corrupted = ""  # the corrupted prompt a run derived from the prompt, replaced by the next run's
         self.state.param.watch(self.launcher(self.prepare_npz), "npz_requested")
         self.npz_path = None
         self.state.param.watch(self.launcher(self.run_prompt), "bos")
@@ -153,11 +157,15 @@ class ExplorerSession(TabJobs):
             target = state.target if match.typed else analysis.top_prediction
             self.predicted_target = analysis.top_prediction
             self.next_probabilities = (run, analysis.next_probabilities)
-            self.jobs.cancel("lens", "sweep", "pattern", "attribution", "npz")
+            self.jobs.cancel("lens", "sweep", "pattern", "attribution", "npz", "patching")
+            typed_corrupted = state.corrupted_prompt not in ("", self.derived_corrupted)
+            self.derived_corrupted = corrupted_version(state.prompt)
             job.publish(
                 family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
                 pattern=None, npz_link="", target=target, target_match=match, target_id=match.token_id,
                 layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
+                patching=None, patching_note="",
+                corrupted_prompt=state.corrupted_prompt if typed_corrupted else self.derived_corrupted,
                 message="", stale="", next_tokens=analysis.next_tokens,
                 status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
                        f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
@@ -232,6 +240,12 @@ class ExplorerSession(TabJobs):
         when shown."""
         self.jobs.cancel("lens", "sweep")
         self.state.param.update(lens=None, lens_tokens=None, sweep=None)
+
+    def forget_patching(self, *_events) -> None:
+        """A new corrupted prompt or token makes the patching stale: its job stops, and its view asks again when
+        shown."""
+        self.jobs.cancel("patching")
+        self.state.param.update(patching=None, patching_note="")
 
     def forget_attribution(self, *_events) -> None:
         """A new run, position or target makes the attribution stale; its view asks again when shown."""

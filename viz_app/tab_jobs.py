@@ -1,14 +1,16 @@
-"""The jobs a session runs when a tab asks: the attention pattern, the intervention sweep, the attribution and the
-NPZ file; each is a ``Job`` on the run shown, published only while that run is still shown."""
+"""The jobs a session runs when a tab asks: the attention pattern, the intervention sweep, activation patching, the
+attribution and the NPZ file; each is a ``Job`` on the run shown, published only while that run is still shown."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from model_backend import ScalingSweep, clean_logprob, scaled_logprob
+from model_backend import Patching, ScalingSweep, clean_logprob, scaled_logprob
 from model_backend.interventions import vocabulary_size
+from model_backend.patching import pair_with_run, patch_block
 
 from .analysis import attribution_for
+from .failures import failure_message, report_failure
 from .model_work import in_model_thread
 from .npz_download import new_npz_path, npz_file_name, npz_link, remove_npz, serve_downloads, write_npz_file
 
@@ -49,6 +51,39 @@ class TabJobs:
                 return
             scaled.append(point)
             job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
+
+    async def patch(self) -> None:
+        """Patch the run shown with the corrupted prompt: its pass first (the metric and the empty grids are shown),
+        then one block's row at a time, each published as it comes; a new run, corrupted prompt or token stops it
+        between blocks."""
+        state, loaded, run = self.state, self.loaded, self.state.run
+        if run is None or loaded is None:
+            return
+        asked = (state.corrupted_prompt, state.patch_answer, state.patch_wrong)
+        job = self.jobs.start("patching", run,
+                              wanted=lambda: asked == (state.corrupted_prompt, state.patch_answer, state.patch_wrong))
+        async with self._work:
+            if not job.current:
+                return
+            try:
+                with self.showing("Running the corrupted prompt…"):
+                    pair = await in_model_thread(pair_with_run, loaded, run, asked[0], answer=asked[1] or None,
+                                                 wrong=asked[2] or None)
+            except Exception as error:  # noqa: BLE001 - shown in the tab and the sidebar; the page stays usable
+                report_failure(self.publisher, error)
+                job.publish(patching_note=failure_message(error))
+                return
+        patching = Patching.empty(pair)
+        job.publish(patching=patching, patching_note="")
+        for layer in range(run.n_layers):
+            async with self._work:
+                if not job.current:
+                    return
+                block = await self.in_worker(f"Patching block {layer}…", patch_block, loaded, pair, layer)
+            if block is None or not job.current:
+                return
+            patching = patching.with_block(block)
+            job.publish(patching=patching)
 
     async def read_attribution(self) -> None:
         """Attribute the logit at the chosen position to every writer and head, off the event loop (asked by its

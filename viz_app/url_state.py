@@ -18,7 +18,8 @@ from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
 from viz_app.panel_internals import PageLocation
 
-URL_KEYS = ("prompt", "model", "compare", "bos", "pinned", "layer", "token", "target", "presenter", "lesson")
+URL_KEYS = ("prompt", "model", "compare", "bos", "pinned", "layer", "token", "target", "presenter", "lesson",
+            "corrupted_prompt", "patch_answer", "patch_wrong")
 LESSON_STEPS = ExplorerState.param.lesson.bounds[1]
 PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server keeps for the page
 POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
@@ -99,6 +100,9 @@ READERS = {
     "target": read_target,
     "presenter": lambda text: read_switch(text, "presenter"),
     "lesson": read_lesson,
+    "corrupted_prompt": read_prompt,
+    "patch_answer": read_target,
+    "patch_wrong": read_target,
 }
 
 
@@ -137,9 +141,13 @@ def url_query(state: ExplorerState) -> str:
         "target": UrlText.serialize(state.target),
         "presenter": "true" if state.presenter else None,
         "lesson": str(state.lesson),
+        "corrupted_prompt": UrlText.serialize(state.corrupted_prompt) or None,
+        "patch_answer": UrlText.serialize(state.patch_answer) or None,
+        "patch_wrong": UrlText.serialize(state.patch_wrong) or None,
     }
-    if len(values["prompt"]) > LINK_PROMPT_MAX_CHARACTERS:
-        del values["prompt"]
+    for long_text in ("prompt", "corrupted_prompt"):
+        if len(values[long_text] or "") > LINK_PROMPT_MAX_CHARACTERS:
+            del values[long_text]
     return "?" + urlencode({key: value for key, value in values.items() if value is not None})
 
 
