@@ -77,7 +77,7 @@ def test_paris_is_in_the_top_5_and_the_lessons_say_where(gemma3, france):
     lens = logit_lens(gemma3, france, k=5, target_id=match_target(gemma3, france, "Paris").token_id)
     inputs = LessonInputs(france, detect_sinks(france), top5[0], float(probabilities.max()), len(probabilities), 3,
                           lens=lens, target=" Paris")
-    assert f"the top one is {shown(top5[0])}" in residual_stream_lesson(inputs)
+    assert f"top next token is {shown(top5[0])}" in residual_stream_lesson(inputs)
     said = lens_lesson(inputs)
     assert f"ranks it <b>{top5.index(' Paris') + 1}</b>" in said and "p = <b>" in said, said
 
