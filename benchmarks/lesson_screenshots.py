@@ -14,13 +14,14 @@ from pathlib import Path
 from playwright.async_api import Page, async_playwright
 from served_models import served
 
+from layouts.state import ExplorerState
 from model_backend.model_names import SMOLLM2
 from page_driving.chromium import launch_chromium
 from page_driving.server import REPO_ROOT
 from page_driving.steps import TIMEOUT_MS, wait_until_idle
 
 VIEWPORT = {"width": 1024, "height": 768}
-LESSON_STEPS = 6
+LESSON_STEPS = ExplorerState.param.lesson.bounds[1]
 SETTLE_MS = 1500
 # The texts of a step still waiting for its view's results.
 WAITING = ("Measuring this run", "Reading the logit lens", "Attributing the logit", "blocks so far")
