@@ -11,6 +11,13 @@ freed memory cannot hide the peak.
 
     python benchmarks/capture_benchmark.py [--lengths 32 256 1024] [--repeats 5]
     python benchmarks/capture_benchmark.py --shape llama-1b --lengths 2048
+
+``--cast-once`` measures instead what the bfloat16 copies of the blocks' weights (``model_backend/matmul_weights.py``)
+save: the plain forward of a real model (default SmolLM2-135M-Instruct) at each length and batch size, in float32,
+with bfloat16 matmuls by autocast alone (every weight cast again each pass), and with the copies kept, the three
+taking turns call by call in one process; it also checks that the last two give the same logits bit for bit.
+
+    python benchmarks/capture_benchmark.py --cast-once --lengths 8 32 128 512 --batches 1 8 [--threads 2]
 """
 
 from __future__ import annotations
@@ -158,11 +165,57 @@ def peak_memory_in_fresh_process(folder: Path, method: str, length: int) -> floa
     return float(output.strip().splitlines()[-1])
 
 
+def autocast_alone(loaded):
+    """The model as the bfloat16-matmul mode computed before its weights were copied: float32 weights that autocast
+    casts at every matmul, the readout in float32."""
+    from dataclasses import replace
+
+    from model_backend.loading import readout_in_float32
+
+    readout_in_float32(loaded.model, loaded.module("lm_head"))
+    return replace(loaded, matmul_dtype=torch.bfloat16)
+
+
+def cast_once_rows(source: str, lengths: list[int], batches: list[int], repeats: int) -> None:
+    """Median seconds of the plain forward per length and batch size in float32, autocast alone and with the
+    copies kept (one model object each, taking turns call by call)."""
+    from model_backend import load_model
+
+    models = {"float32": load_model(source), "autocast alone": autocast_alone(load_model(source)),
+              "bfloat16 copies kept": load_model(source, dtype="bfloat16-matmuls")}
+    vocabulary = models["float32"].config.vocab_size
+    print(f"{source}, torch {torch.__version__}, {torch.get_num_threads()} threads, median of {repeats} "
+          "interleaved calls after a warm-up")
+    print(f"{'tokens':>6} {'batch':>5}  " + "".join(f"{name:>22}" for name in models) + f"{'autocast/kept':>15}")
+    generator = torch.Generator().manual_seed(0)
+    for length in lengths:
+        for batch in batches:
+            ids = torch.randint(vocabulary, (batch, length), generator=generator)
+            seconds = {name: [] for name in models}
+            logits = {}
+            for turn in range(repeats + 1):
+                for name, loaded in models.items():
+                    with loaded.computing():
+                        started = time.perf_counter()
+                        logits[name] = loaded.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits
+                        if turn:
+                            seconds[name].append(time.perf_counter() - started)
+            if not torch.equal(logits["autocast alone"], logits["bfloat16 copies kept"]):
+                raise AssertionError("the kept copies changed the logits")
+            median = {name: statistics.median(values) for name, values in seconds.items()}
+            print(f"{length:>6} {batch:>5}  " + "".join(f"{median[name]:>21.3f}s" for name in models)
+                  + f"{median['autocast alone'] / median['bfloat16 copies kept']:>14.2f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 256, 1024])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--shape", choices=("gpt2-small", "llama-1b"), default="gpt2-small")
+    parser.add_argument("--cast-once", action="store_true", help="measure the bfloat16 copies of the weights")
+    parser.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct", help="with --cast-once")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8], help="with --cast-once")
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--measure-memory", help=argparse.SUPPRESS)
     parser.add_argument("--measure-llama", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
@@ -172,10 +225,13 @@ def main() -> None:
     if arguments.measure_llama:
         print(json.dumps(llama_1b_row(*json.loads(arguments.measure_llama))))
         return
+    torch.set_num_threads(arguments.threads)
+    if arguments.cast_once:
+        cast_once_rows(arguments.model, arguments.lengths, arguments.batches, arguments.repeats)
+        return
     if arguments.shape == "llama-1b":
         print_llama_1b_rows(arguments.lengths)
         return
-    torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as folder:
         save_gpt2_small_shaped(Path(folder))
         print(f"GPT-2-small-shaped random model, torch {torch.__version__}, 2 threads, "

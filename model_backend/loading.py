@@ -24,6 +24,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from .errors import ModelLoadError, ModelNotCachedError, ModelNotFoundError, UnsupportedArchitectureError
 from .families import Family, family_for
+from .matmul_weights import keep_bfloat16_matrices
 from .model_names import PACKAGE_INDEX_COPIES, SHIPPED_MODELS
 from .package_index import PackageIndexCopy, Progress, prepare, remove_leftovers
 
@@ -93,7 +94,8 @@ class LoadedModel:
     @contextmanager
     def computing(self):
         """Where every pass, recomputation and readout runs: without autograd, and with the blocks' matmuls in
-        bfloat16 when the model was loaded so (the readout stays in float32: see ``readout_in_float32``)."""
+        bfloat16 when the model was loaded so, from copies of their weights made at load (``matmul_weights.py``);
+        the readout stays in float32 (see ``readout_in_float32``)."""
         with torch.inference_mode(), torch.autocast(self.model.device.type, dtype=self.matmul_dtype or torch.bfloat16,
                                                     enabled=self.matmul_dtype is not None):
             yield
@@ -259,6 +261,7 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
     loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model), revision, matmul_dtype)
     if matmul_dtype is not None:
         readout_in_float32(model, loaded.module("lm_head"))
+        keep_bfloat16_matrices([loaded.module("layer", layer) for layer in range(loaded.n_layers)], matmul_dtype)
     from .load_check import check_family_fits  # here: the probe's capture imports this module
     check_family_fits(loaded)
     return loaded
