@@ -9,7 +9,7 @@ from importlib import import_module
 EXPORTS = {
     "attribution": ("LogitAttribution", "direct_logit_attribution"),
     "boundaries": ("residual_boundaries",),
-    "capture": ("capture_run", "capture_token_ids"),
+    "capture": ("capture_batch", "capture_run", "capture_token_ids"),
     "errors": ("BackendError", "ModelLoadError", "ModelNotCachedError", "ModelNotFoundError",
                "ModelPreparationError", "PromptError",
                "UnsupportedArchitectureError"),
