@@ -6,16 +6,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model_backend import LoadedModel, Run, capture_token_ids, detect_sinks, direct_logit_attribution
-from model_backend.tokens import encode_prompt, target_token_id, token_strings, top_next_tokens
+from model_backend import LoadedModel, Run, capture_token_ids, direct_logit_attribution
+from model_backend.tokens import encode_prompt, target_token_id, token_strings
 
 from .prompt_limits import check_page_token_limit
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """What every view needs from one run, computed together in a worker thread (the logit lens, the sweep and the
-    attention pattern wait until their tab is shown: with a 50k vocabulary the lens costs more than the pass)."""
+    """What every view needs from one run, computed together on a model thread (``run_batches.py``; the logit lens,
+    the sweep and the attention pattern wait until their tab is shown: with a 50k vocabulary the lens costs more
+    than the pass)."""
 
     run: Run
     sinks: object
@@ -45,8 +46,3 @@ def page_run(loaded: LoadedModel, prompt: str, bos: bool) -> Run:
     check_page_token_limit(loaded, len(token_ids))
     return capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
 
-
-def analyse(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
-    """Run the prompt, if within the page's limits, and compute what every view needs, in one worker thread."""
-    run = page_run(loaded, prompt, bos)
-    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run))

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Awaitable
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from layouts.state import ExplorerState
 from model_backend import LoadedModel, LogitLens, PromptError, Run, joined_lens, logit_lens
 from model_backend.tokens import target_token_id
 
-from .analysis import analyse, decoded
+from .analysis import decoded
 from .background import BackgroundTasks
 from .comparison import NormsComparison
 from .failures import report_failure
@@ -34,6 +35,7 @@ from .models import ModelOutcome, loading_progress, shared_model
 from .jobs import Job, SessionJobs
 from .npz_download import remove_npz
 from .publishing import Publisher
+from .run_batches import analysed_together
 from .tab_jobs import TabJobs
 
 log = logging.getLogger(__name__)
@@ -132,8 +134,8 @@ class ExplorerSession(TabJobs):
             if not job.current:
                 return
             started = time.perf_counter()
-            analysis = await self.in_worker(f"Running the prompt through {loaded.display_name}…", analyse, loaded,
-                                            state.prompt, state.bos)
+            analysis = await self.reporting(f"Running the prompt through {loaded.display_name}…",
+                                            analysed_together(loaded, state.prompt, state.bos))
             if analysis is None:
                 self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
                                             "download belong to the previous run")
@@ -280,9 +282,13 @@ class ExplorerSession(TabJobs):
     async def in_worker(self, doing: str, function, *args, **kwargs):
         """Run backend work on a shared model thread while the page says what it is doing; on failure report it
         and return None."""
+        return await self.reporting(doing, in_model_thread(function, *args, **kwargs))
+
+    async def reporting(self, doing: str, work: Awaitable):
+        """Await ``work`` while the page says what it is doing; on failure report it and return None."""
         with self.showing(doing):
             try:
-                return await in_model_thread(function, *args, **kwargs)
+                return await work
             except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
                 report_failure(self.publisher, error)
                 return None

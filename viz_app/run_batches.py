@@ -1,0 +1,101 @@
+"""Runs that wait for the model at the same moment go through it as one padded batch (``capture_batch``): a class
+pressing Run together costs one pass of larger matrices instead of thirty small ones, each session then getting its
+own rows. ``benchmarks/classroom_load.py`` measures what it saves.
+
+The first run asked schedules one collecting job on the shared model threads (``model_work.py``); every run asked
+before that job starts joins it, and the job takes them all when a thread takes it up. A lone run's job therefore
+starts as soon as a thread is free, with no waiting window; runs asked while it computes wait for the next job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from model_backend import LoadedModel, capture_batch, detect_sinks
+from model_backend.tokens import encode_prompt, top_next_tokens
+
+from .analysis import Analysis
+from .model_work import in_model_thread
+from .prompt_limits import check_page_token_limit
+
+MAX_BATCH_TOKENS = 16_384  # rows times the longest row: one batch's padded size, which its activations scale with
+
+
+@dataclass(frozen=True)
+class AskedRun:
+    """One session's run waiting for its batch, and where its analysis goes."""
+
+    prompt: str
+    bos: bool
+    analysis: Future
+
+
+_waiting: dict[int, list[AskedRun]] = {}  # id of a loaded model -> runs asked and not yet taken by a job
+_asking = threading.Lock()
+_jobs: set[asyncio.Future] = set()  # collecting jobs scheduled, kept referenced until they end
+
+
+async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool) -> Analysis:
+    """What every view needs from the prompt's run, if within the page's limits, its pass shared with the runs of
+    other sessions that wait for ``loaded`` at the same moment."""
+    asked = AskedRun(prompt, bos, Future())
+    with _asking:
+        waiting = _waiting.setdefault(id(loaded), [])
+        waiting.append(asked)
+        first = len(waiting) == 1  # else a job that has not started yet will take this run too
+    if first:
+        job = asyncio.ensure_future(collect(loaded))
+        _jobs.add(job)
+        job.add_done_callback(_jobs.discard)
+    return await asyncio.wrap_future(asked.analysis)
+
+
+async def collect(loaded: LoadedModel) -> None:
+    """One collecting job: its runs hear their outcomes once the job has ended, so that a session that goes on from
+    its run finds the model threads as they are after it (``models_idle``)."""
+    for asked, outcome in await in_model_thread(analyse_waiting, loaded):
+        if isinstance(outcome, Exception):
+            asked.analysis.set_exception(outcome)
+        else:
+            asked.analysis.set_result(outcome)
+
+
+def analyse_waiting(loaded: LoadedModel) -> list[tuple[AskedRun, Analysis | Exception]]:
+    """Take every run waiting for ``loaded``, and give each its analysis or the error that stopped it."""
+    with _asking:
+        taken = _waiting.pop(id(loaded), [])
+    outcomes, tokenized = [], []
+    for asked in taken:
+        try:
+            token_ids = encode_prompt(loaded, asked.prompt, bos=asked.bos)
+            check_page_token_limit(loaded, len(token_ids))
+            tokenized.append((asked, token_ids))
+        except Exception as error:  # noqa: BLE001 - the session reports it
+            outcomes.append((asked, error))
+    for batch in batches(tokenized):
+        try:
+            runs = capture_batch(loaded, [ids for _, ids in batch], prompts=[a.prompt for a, _ in batch],
+                                 bos=[a.bos for a, _ in batch])
+        except Exception as error:  # noqa: BLE001 - every session of the batch reports it
+            outcomes += [(asked, error) for asked, _ in batch]
+            continue
+        for (asked, _), run in zip(batch, runs):
+            try:
+                outcomes.append((asked, Analysis(run, detect_sinks(run), top_next_tokens(loaded, run))))
+            except Exception as error:  # noqa: BLE001 - the session reports it
+                outcomes.append((asked, error))
+    return outcomes
+
+
+def batches(tokenized: list[tuple[AskedRun, list[int]]]) -> list[list[tuple[AskedRun, list[int]]]]:
+    """The runs shortest first, cut into batches of at most MAX_BATCH_TOKENS padded tokens (a longer run alone)."""
+    result, batch = [], []
+    for item in sorted(tokenized, key=lambda item: len(item[1])):
+        if batch and (len(batch) + 1) * len(item[1]) > MAX_BATCH_TOKENS:
+            result.append(batch)
+            batch = []
+        batch.append(item)
+    return result + ([batch] if batch else [])
