@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from model_backend.names import FINAL_NORM_BIAS, full_name, parse_full_name
-from model_backend.norms import (ATTENTION_SHARE_THRESHOLD, NORM_RATIO_THRESHOLD, SinkReport, norm_ratios,
-                                 residual_norms)
+from model_backend.norms import ATTENTION_SHARE_THRESHOLD, NORM_RATIO_THRESHOLD, SinkReport, norm_ratios
 from model_backend.run import Run
 from model_backend.similarity import token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
@@ -98,7 +97,7 @@ def sink_sentence(run_bos: bool, run: Run | None, sinks: SinkReport | None, *, b
     if brief:
         return f"{with_bos}: position 0 ({shown(first.token)}) {verdict}: {numbers}."
     if first.is_sink:
-        since = holds_from(norm_ratios(residual_norms(run)[1:])[:, 0] >= NORM_RATIO_THRESHOLD)
+        since = holds_from(norm_ratios(sinks.residual_norms[1:])[:, 0] >= NORM_RATIO_THRESHOLD)
         since_text = f" from block <b>{since}</b> on" if since is not None else ""
         value = (f" Its value vector is only <b>{first.value_ratio:.2f}×</b> the others', so all that attention adds "
                  "little: the heads park attention there." if "value" in first.signals else "")
