@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Awaitable
@@ -78,6 +79,7 @@ class ExplorerSession(TabJobs):
     async def start(self) -> None:
         """Try every configured model in order, then run the prompt once, through the URL's model if it is offered,
         else the first that loaded."""
+        log.info("a page's session starts in server process %d", os.getpid())
         requested = self.state.model
         for source in self.sources:
             self.outcomes.append(await self.load_showing_progress(source))
