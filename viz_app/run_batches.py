@@ -2,9 +2,11 @@
 pressing Run together costs one pass of larger matrices instead of thirty small ones, each session then getting its
 own rows. ``benchmarks/classroom_load.py`` measures what it saves.
 
-The first run asked schedules one collecting job on the shared model threads (``model_work.py``); every run asked
-before that job starts joins it, and the job takes them all when a thread takes it up. A lone run's job therefore
-starts as soon as a thread is free, with no waiting window; runs asked while it computes wait for the next job.
+The first run asked starts a collector for its model: one job on the shared model threads (``model_work.py``) that
+takes every run waiting when a thread takes it up, then, as long as more runs arrived while it computed, one more
+job for those. A lone run's job therefore starts as soon as a thread is free, with no waiting window; a class's runs
+go through in two or three batches, each job alone on the model's cores instead of two small passes on one core
+each beside a large one.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class AskedRun:
 
 
 _waiting: dict[int, list[AskedRun]] = {}  # id of a loaded model -> runs asked and not yet taken by a job
+_collecting: set[int] = set()  # ids of the loaded models whose collector runs
 _asking = threading.Lock()
 _jobs: set[asyncio.Future] = set()  # collecting jobs scheduled, kept referenced until they end
 
@@ -43,9 +46,9 @@ async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool) -> Anal
     other sessions that wait for ``loaded`` at the same moment."""
     asked = AskedRun(prompt, bos, Future())
     with _asking:
-        waiting = _waiting.setdefault(id(loaded), [])
-        waiting.append(asked)
-        first = len(waiting) == 1  # else a job that has not started yet will take this run too
+        _waiting.setdefault(id(loaded), []).append(asked)
+        first = id(loaded) not in _collecting  # else the running collector takes this run in its next job
+        _collecting.add(id(loaded))
     if first:
         job = asyncio.ensure_future(collect(loaded))
         _jobs.add(job)
@@ -54,13 +57,25 @@ async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool) -> Anal
 
 
 async def collect(loaded: LoadedModel) -> None:
-    """One collecting job: its runs hear their outcomes once the job has ended, so that a session that goes on from
-    its run finds the model threads as they are after it (``models_idle``)."""
-    for asked, outcome in await in_model_thread(analyse_waiting, loaded):
-        if isinstance(outcome, Exception):
-            asked.analysis.set_exception(outcome)
-        else:
-            asked.analysis.set_result(outcome)
+    """Jobs that take the runs waiting for ``loaded`` until none is left. A job's runs hear their outcomes once it has
+    ended, so that a session that goes on from its run finds the model threads as they are after it
+    (``models_idle``)."""
+    while True:
+        try:
+            outcomes = await in_model_thread(analyse_waiting, loaded)
+        except BaseException:
+            with _asking:
+                _collecting.discard(id(loaded))  # the next run asked starts a collector again
+            raise
+        for asked, outcome in outcomes:
+            if isinstance(outcome, Exception):
+                asked.analysis.set_exception(outcome)
+            else:
+                asked.analysis.set_result(outcome)
+        with _asking:
+            if not _waiting.get(id(loaded)):
+                _collecting.discard(id(loaded))
+                return
 
 
 def analyse_waiting(loaded: LoadedModel) -> list[tuple[AskedRun, Analysis | Exception]]:
