@@ -14,7 +14,7 @@ EXPORTS = {
                "ModelPreparationError", "PromptError",
                "UnsupportedArchitectureError"),
     "export": ("write_npz",),
-    "interventions": ("ScalingSweep", "clean_logprob", "scaled_logprob", "scaling_sweep"),
+    "interventions": ("ScalingSweep", "clean_logprob", "scaled_logprob", "scaling_sweep", "unscaled_logprob"),
     "loading": ("LoadedModel", "load_model"),
     "lens": ("LogitLens", "joined_lens", "logit_lens"),
     "norms": ("SinkReport", "detect_sinks", "residual_norms"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model_backend import capture_batch, capture_run, load_model, logit_lens
+from model_backend import capture_batch, capture_run, clean_logprob, load_model, logit_lens, unscaled_logprob
 from model_backend.load_check import block_identities
 from model_backend.names import full_name
 from model_backend.tokens import encode_prompt
@@ -69,3 +69,10 @@ def test_a_batch_of_one_is_the_lone_capture_bit_for_bit(batched):
     [one] = capture_batch(loaded, [encode_prompt(loaded, PROMPTS[0], bos=True)], prompts=[PROMPTS[0]], bos=[True])
     for name, value in alone[0].values.items():
         assert np.array_equal(one[name], value), name
+
+
+def test_the_sweeps_clean_line_is_a_pass_alone_whatever_batch_the_run_came_from(batched):
+    loaded, _, alone, together = batched
+    for lone, row in zip(alone, together):
+        target = int(lone.logits[-1].argmax())
+        np.testing.assert_allclose(unscaled_logprob(loaded, row, target), clean_logprob(lone, target), atol=1e-5)

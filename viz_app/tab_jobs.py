@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model_backend import ScalingSweep, clean_logprob, scaled_logprob
+from model_backend import ScalingSweep, scaled_logprob, unscaled_logprob
 
 from .analysis import attribution_for
 from .model_work import in_model_thread
@@ -36,7 +36,14 @@ class TabJobs:
         if target_id is None:
             self.publisher.update(message="Type a target token for the intervention.")
             return
-        alpha, scaled, clean = state.alpha, [], clean_logprob(run, target_id)
+        async with self._work:
+            if not job.current:
+                return
+            clean = await self.in_worker("Running the prompt once, nothing scaled…", unscaled_logprob, loaded, run,
+                                         target_id)
+        if clean is None or not job.current:
+            return
+        alpha, scaled = state.alpha, []
         job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled)))
         for layer in range(run.n_layers):
             async with self._work:
