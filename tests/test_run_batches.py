@@ -63,3 +63,5 @@ def test_batches_keep_under_their_padded_size(monkeypatch):
     monkeypatch.setattr(run_batches, "MAX_BATCH_TOKENS", 10)
     tokenized = [(name, [0] * length) for name, length in (("a", 4), ("b", 2), ("c", 3), ("d", 12))]
     assert [[name for name, _ in batch] for batch in run_batches.batches(tokenized)] == [["b", "c"], ["a"], ["d"]]
+    monkeypatch.setattr(run_batches, "MAX_BATCH_PATTERN", 17)  # two rows of 3 tokens: 18 entries, too many
+    assert [[name for name, _ in batch] for batch in run_batches.batches(tokenized)] == [["b"], ["c"], ["a"], ["d"]]

@@ -24,6 +24,7 @@ from .model_work import in_model_thread
 from .prompt_limits import check_page_token_limit
 
 MAX_BATCH_TOKENS = 16_384  # rows times the longest row: one batch's padded size, which its activations scale with
+MAX_BATCH_PATTERN = 2_048 ** 2  # rows times the longest row squared, which each block's attention pattern scales with
 
 
 @dataclass(frozen=True)
@@ -106,10 +107,12 @@ def analyse_waiting(loaded: LoadedModel) -> list[tuple[AskedRun, Analysis | Exce
 
 
 def batches(tokenized: list[tuple[AskedRun, list[int]]]) -> list[list[tuple[AskedRun, list[int]]]]:
-    """The runs shortest first, cut into batches of at most MAX_BATCH_TOKENS padded tokens (a longer run alone)."""
+    """The runs shortest first, cut into batches of at most MAX_BATCH_TOKENS padded tokens and MAX_BATCH_PATTERN
+    pattern entries per head (a run over either alone)."""
     result, batch = [], []
     for item in sorted(tokenized, key=lambda item: len(item[1])):
-        if batch and (len(batch) + 1) * len(item[1]) > MAX_BATCH_TOKENS:
+        rows, longest = len(batch) + 1, len(item[1])
+        if batch and (rows * longest > MAX_BATCH_TOKENS or rows * longest ** 2 > MAX_BATCH_PATTERN):
             result.append(batch)
             batch = []
         batch.append(item)
