@@ -5,6 +5,8 @@ Prints the 50th and 95th percentiles and the maximum of Run -> updated (the stat
 count and its norms figures are drawn for that run), and checks that every session ends showing its own prompt,
 tokens and pinned card and nothing of another's. Targets at 30 sessions: p95 <= 3 s on the demo model, <= 6 s on
 the GPT-2-small shape. Exits with 1 when a session showed something not its own or the server logged a traceback.
+For reference it first prints the compute floor: the sessions' prompts through the plain forward one by one, in the
+page's own compute (precision and eager attention, ``plain_forward.py``) and in float32 eager.
 
     python benchmarks/classroom_load.py [--model demo-gpt2|gpt2-small|tiny|NAME|PATH] [--sessions 30]
     python benchmarks/classroom_load.py --model HuggingFaceTB/SmolLM2-135M-Instruct
@@ -19,11 +21,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from plain_forward import forward_seconds
 from served_models import MODEL_SHAPES, save_gpt2_shaped, served, tracebacks_in
 
 from model_backend import load_model
 from model_backend.model_names import SMOLLM2
-from page_driving.classroom import run_classroom, session_plans
+from page_driving.classroom import run_classroom, session_plans, token_ids
 from page_driving.script_classroom import script_classroom
 
 TARGET_P95_SECONDS = {"demo-gpt2": 3.0, "gpt2-small": 6.0, SMOLLM2: 6.0}
@@ -55,6 +58,17 @@ def report(model: str, outcomes) -> bool:
     return len(isolated) == len(outcomes)
 
 
+def print_compute_floor(source: str, folder: Path, plans, repeats: int = 3) -> None:
+    """The sessions' prompts through the plain forward one by one: summed medians in the page's compute and in
+    float32 eager."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    compute, same, float32 = forward_seconds(source, [token_ids(tokenizer, plan.prompt) for plan in plans], repeats)
+    print(f"compute floor, the {len(plans)} prompts one by one through the plain forward: {sum(same):.2f} s in "
+          f"{compute} (the page's), {sum(float32):.2f} s in float32 eager", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="demo-gpt2", help="demo-gpt2, gpt2-small, tiny, a model name or Hub id "
@@ -65,13 +79,17 @@ def main() -> None:
     parser.add_argument("--clients", choices=("script", "chromium"), default="script",
                         help="Bokeh client sessions in threads (the server's load alone), or chromium pages on the "
                              "same cores (their rendering included)")
+    parser.add_argument("--serve-options", default="", help="more options for panel serve, as one string: "
+                                                            "--serve-options='--num-procs 2'")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         source, folder = model_source(arguments.model, Path(scratch))
         plans = session_plans(folder, arguments.sessions, arguments.shortest, arguments.longest)
         print(f"{arguments.model} ({folder}): {arguments.sessions} sessions of {plans[0].n_tokens} to "
-              f"{plans[-1].n_tokens} tokens, one panel serve, {arguments.clients} clients", flush=True)
-        with served(source, Path(scratch) / "server.log") as app:
+              f"{plans[-1].n_tokens} tokens, panel serve {arguments.serve_options}, "
+              f"{arguments.clients} clients", flush=True)
+        print_compute_floor(source, folder, plans)
+        with served(source, Path(scratch) / "server.log", server_options=tuple(arguments.serve_options.split())) as app:
             if arguments.clients == "script":
                 outcomes = script_classroom(app.url, plans)
             else:

@@ -8,10 +8,11 @@ A GPT-2-small-shaped random model (12 x 768, 12 heads, GPT-2's tokenizer, 1024 p
   a click on each other tab -> its figures drawn for that run;
 - a first visit to a fresh server: goto -> the page shell (status line shown, noting whether it said it was
   loading), and goto -> the first figure drawn (the block diagram of the default prompt), with and without --warm.
-The plain forward is ``model(input_ids)`` under ``torch.inference_mode`` in this process: same model, same prompt,
-same torch thread count as the server, so the page's overhead reads as a ratio.
+The plain forward is ``model(input_ids)`` in this process, loaded as the page loads it (its precision and eager
+attention: ``plain_forward.py``), same prompt, same torch thread count as the server, so the page's overhead reads
+as a ratio; the float32 eager forward is printed beside it for reference.
 
-    python benchmarks/page_benchmark.py [--lengths 32 512] [--repeats 5] [--shape gpt2-small|tiny]
+    python benchmarks/page_benchmark.py [--lengths 32 512] [--repeats 5] [--shape gpt2-small|tiny] [--device cuda]
     python benchmarks/page_benchmark.py --model HuggingFaceTB/SmolLM2-135M-Instruct --lengths 32 512 --tabs-at 128
 """
 
@@ -32,9 +33,10 @@ from served_models import MODEL_SHAPES, repeated_words, save_gpt2_shaped, served
 
 from layouts.logit_lens_view import VISIBLE_POSITIONS as LENS_VISIBLE_POSITIONS
 from layouts.state import DEFAULT_PROMPT
+from plain_forward import forward_seconds
+
 from model_backend import load_model
 from model_backend.tokens import encode_prompt
-from viz_app.settings import configured_compute
 from page_driving.chromium import VIEWPORT, launch_chromium
 from page_driving.locators import FIGURES_BY_TAB, FIND_VIEW, NORMS_TAB
 from page_driving.steps import (POLL_MS, TIMEOUT_MS, run_until_updated, show_tab, type_prompt, wait_drawn,
@@ -53,29 +55,11 @@ FIRST_LENS_CELLS_DRAWN = f"""() => {{
 }}"""
 
 
-def plain_forward_seconds(source: str, prompts: list[str], repeats: int) -> dict[str, tuple[int, float]]:
-    """Each prompt's token count (BOS first, as the page runs it) and median seconds of ``model(input_ids)`` after
-    a warm-up call."""
-    loaded = load_model(source)
-    forward = {}
-    with torch.inference_mode():
-        for prompt in prompts:
-            input_ids = torch.tensor([encode_prompt(loaded, prompt, bos=True)])
-            loaded.model(input_ids=input_ids, use_cache=False)
-            times = []
-            for _ in range(repeats):
-                started = time.perf_counter()
-                loaded.model(input_ids=input_ids, use_cache=False)
-                times.append(time.perf_counter() - started)
-            forward[prompt] = (input_ids.shape[1], statistics.median(times))
-    return forward
-
-
-async def first_visit(browser: Browser, source: str, logs: Path, warm: bool,
-                      n_default: int) -> tuple[float, float, str]:
+async def first_visit(browser: Browser, source: str, logs: Path, warm: bool, n_default: int,
+                      app_options: tuple[str, ...]) -> tuple[float, float, str]:
     """Seconds from goto to the page shell and to the first drawn figure on a fresh server, and what the shell's
     status line said."""
-    with served(source, logs / f"server-first-visit-{warm}.log", warm=warm) as app:
+    with served(source, logs / f"server-first-visit-{warm}.log", warm=warm, app_options=app_options) as app:
         context = await browser.new_context(viewport=VIEWPORT)
         page = await context.new_page()
         status = page.locator(".status-line")
@@ -94,15 +78,15 @@ async def first_visit(browser: Browser, source: str, logs: Path, warm: bool,
     return shell, figure, said
 
 
-async def first_visits(browser: Browser, source: str, logs: Path, repeats: int,
-                       n_default: int) -> dict[tuple, list[float]]:
+async def first_visits(browser: Browser, source: str, logs: Path, repeats: int, n_default: int,
+                       app_options: tuple[str, ...]) -> dict[tuple, list[float]]:
     """Each first-visit measurement ``repeats`` times, each on a fresh server, with and without --warm; prints
     what the shell said first."""
     times, said = defaultdict(list), Counter()
     for _ in range(repeats):
         for warm in (False, True):
             flag = "--warm" if warm else "no --warm"
-            shell, figure, status = await first_visit(browser, source, logs, warm, n_default)
+            shell, figure, status = await first_visit(browser, source, logs, warm, n_default, app_options)
             times[(f"first visit, {flag}: shell shown", n_default)].append(shell)
             times[(f"first visit, {flag}: first figure drawn", n_default)].append(figure)
             said[f"{flag}: {status!r}"] += 1
@@ -158,24 +142,26 @@ async def drag_lens_to_start(page: Page) -> float:
     return time.perf_counter() - started
 
 
-def print_table(times: dict[tuple, list[float]], forward: dict[int, float]) -> None:
-    """One row per measurement: its median, the plain forward of the same prompt, and their ratio."""
-    print(f"{'measurement':<44} {'tokens':>6} {'page':>8} {'forward':>8} {'page/forward':>13}")
+def print_table(times: dict[tuple, list[float]], forward: dict[int, tuple[float, float]]) -> None:
+    """One row per measurement: its median, the plain forward of the same prompt in the page's compute and their
+    ratio, and the float32 eager forward for reference."""
+    print(f"{'measurement':<44} {'tokens':>6} {'page':>8} {'forward':>8} {'page/forward':>13} {'float32 fwd':>12}")
     for (label, n_tokens), values in times.items():
         median = statistics.median(values)
-        print(f"{label:<44} {n_tokens:>6} {median:>7.2f}s {forward[n_tokens]:>7.3f}s "
-              f"{median / forward[n_tokens]:>12.1f}x")
+        same, float32 = forward[n_tokens]
+        print(f"{label:<44} {n_tokens:>6} {median:>7.2f}s {same:>7.3f}s {median / same:>12.1f}x {float32:>11.3f}s")
 
 
-async def measure(source: str, logs: Path, lengths: list[int], repeats: int, tabs_at: int,
-                  n_default: int) -> dict[tuple, list[float]]:
+async def measure(source: str, logs: Path, lengths: list[int], repeats: int, tabs_at: int, n_default: int,
+                  app_options: tuple[str, ...], first_visit_too: bool) -> dict[tuple, list[float]]:
     async with async_playwright() as playwright:
         browser = await launch_chromium(playwright)
         try:
-            with served(source, logs / "server.log") as app:
+            with served(source, logs / "server.log", app_options=app_options) as app:
                 times = await runs_and_tabs(browser, app.url, lengths, repeats, tabs_at)
             print(f"server log: {tracebacks_in(app)} tracebacks")
-            times.update(await first_visits(browser, source, logs, repeats, n_default))
+            if first_visit_too:
+                times.update(await first_visits(browser, source, logs, repeats, n_default, app_options))
         finally:
             await browser.close()
     return times
@@ -192,6 +178,8 @@ def main() -> None:
                                                     "longest length)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
                         help="torch threads here and in the server")
+    parser.add_argument("--device", default="cpu", help="the server's and the plain forward's --device (cuda)")
+    parser.add_argument("--no-first-visit", action="store_true", help="skip the fresh servers' first visits")
     arguments = parser.parse_args()
     torch.set_num_threads(arguments.threads)
     os.environ["OMP_NUM_THREADS"] = str(arguments.threads)  # the server inherits this process's environment
@@ -200,15 +188,20 @@ def main() -> None:
         source = arguments.model or str(save_gpt2_shaped(Path(scratch) / arguments.shape, arguments.shape))
         lengths = sorted({*arguments.lengths, tabs_at})
         prompts = [DEFAULT_PROMPT, *(repeated_words(n_tokens) for n_tokens in lengths)]
-        forward = plain_forward_seconds(source, prompts, arguments.repeats)
-        if [forward[prompt][0] for prompt in prompts[1:]] != lengths:
+        tokenizer_model = load_model(source)
+        token_lists = [encode_prompt(tokenizer_model, prompt, bos=True) for prompt in prompts]
+        del tokenizer_model
+        if [len(ids) for ids in token_lists[1:]] != lengths:
             raise ValueError("'word word …' prompts did not give the requested token counts")
+        compute, same, float32 = forward_seconds(source, token_lists, arguments.repeats, arguments.device)
+        forward = {len(ids): pair for ids, pair in zip(token_lists, zip(same, float32))}
         print(f"{arguments.model or arguments.shape + '-shaped random GPT-2'}, torch {torch.__version__}, "
-              f"{arguments.threads} threads, median of {arguments.repeats}; the page computes in "
-              f"{configured_compute([])['dtype']}, the plain forward in float32 eager", flush=True)
+              f"{arguments.threads} threads, median of {arguments.repeats}; the page and the plain forward compute in "
+              f"{compute} (eager attention); the float32 eager forward for reference", flush=True)
         times = asyncio.run(measure(source, Path(scratch), arguments.lengths, arguments.repeats, tabs_at,
-                                    forward[DEFAULT_PROMPT][0]))
-    print_table(times, dict(forward.values()))
+                                    len(token_lists[0]), ("--device", arguments.device),
+                                    not arguments.no_first_visit))
+    print_table(times, forward)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,11 @@ def repeated_words(n_tokens: int) -> str:
 
 
 @contextmanager
-def served(models: str, log_path: Path, *, warm: bool = True):
-    """A ``panel serve viz_app`` on ``models`` for the ``with`` block; its whole process group is stopped after."""
-    process, app = serve_app(models, log_path, warm=warm)
+def served(models: str, log_path: Path, *, warm: bool = True, app_options: tuple[str, ...] = (),
+           server_options: tuple[str, ...] = ()):
+    """A ``panel serve viz_app`` on ``models`` for the ``with`` block (``app_options`` such as ``--device cuda`` go to
+    the app, ``server_options`` such as ``--num-procs 2`` to panel serve); its whole process group is stopped after."""
+    process, app = serve_app(models, log_path, warm=warm, app_options=app_options, server_options=server_options)
     try:
         yield app
     finally:

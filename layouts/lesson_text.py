@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from model_backend.names import FINAL_NORM_BIAS, full_name, parse_full_name
-from model_backend.norms import (ATTENTION_SHARE_THRESHOLD, NORM_RATIO_THRESHOLD, SinkReport, norm_ratios,
-                                 residual_norms)
+from model_backend.norms import ATTENTION_SHARE_THRESHOLD, NORM_RATIO_THRESHOLD, SinkReport, norm_ratios
 from model_backend.run import Run
 from model_backend.similarity import token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
@@ -119,7 +118,7 @@ def sink_details(run: Run, sinks: SinkReport | None) -> str:
     if not first.is_sink:
         return (f"A sink's norm is at least {NORM_RATIO_THRESHOLD:.0f}× the others' median, or it gets "
                 f"{ATTENTION_SHARE_THRESHOLD:.0%} of the attention in half the blocks.")
-    since = holds_from(norm_ratios(residual_norms(run)[1:])[:, 0] >= NORM_RATIO_THRESHOLD)
+    since = holds_from(norm_ratios(sinks.residual_norms[1:])[:, 0] >= NORM_RATIO_THRESHOLD)
     since_text = (f"Its norm is at least {NORM_RATIO_THRESHOLD:.0f}× the others' from block <b>{since}</b> on."
                   if since is not None else "")
     value = (f" Its value vector is only <b>{first.value_ratio:.2f}×</b> the others', so all that attention adds "

@@ -12,7 +12,7 @@ from bokeh.models import ColumnDataSource, LinearColorMapper
 from bokeh.palettes import Viridis256
 
 from model_backend.boundaries import residual_boundaries
-from model_backend.norms import SinkReport, residual_norms
+from model_backend.norms import SinkReport
 from model_backend.run import Run
 
 from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, spaced_ticks
@@ -97,7 +97,7 @@ class NormsComparisonView(TabView):
         if not shown:
             return
         runs = [(state.run, state.sinks), (compared.run, compared.sinks)]
-        norms = [residual_norms(run) for run, _ in runs]
+        norms = [sinks.residual_norms for _, sinks in runs]
         low, high = shared_color_range(norms)
         self.mapper.update(low=low, high=high)
         for (fig, image, marks), (run, sinks), matrix in zip(self.figures, runs, norms):

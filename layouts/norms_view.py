@@ -13,7 +13,7 @@ from bokeh.palettes import Viridis256, viridis
 
 from model_backend.boundaries import residual_boundaries
 from model_backend.norms import (ATTENTION_SHARE_THRESHOLD, NORM_RATIO_THRESHOLD, VALUE_RATIO_THRESHOLD, SinkReport,
-                                 middle_layers, residual_norms)
+                                 middle_layers)
 from model_backend.run import Run
 from model_backend.tokens import visible_token
 
@@ -133,7 +133,7 @@ class NormsView(TabView):
         run, sinks = self.state.run, self.state.sinks
         if run is None or sinks is None:
             return
-        self.norms = norms = residual_norms(run)
+        self.norms = norms = sinks.residual_norms  # computed with the sinks, on the model thread
         labels = [label for label, _ in residual_boundaries(run)]
         n = run.seq_len
         low, high = shared_color_range([norms], self.skip_first_in_colors)

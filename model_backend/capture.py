@@ -32,34 +32,52 @@ def capture_run(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> Run:
 
 def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str = "", bos: bool = False) -> Run:
     """The same capture for token ids already made (a benchmark, or a researcher's own tokenization)."""
-    check_fits(loaded, len(token_ids))
-    recorder = _Recorder(loaded, len(token_ids))
+    return capture_batch(loaded, [token_ids], prompts=[prompt], bos=[bos])[0]
+
+
+def capture_batch(loaded: LoadedModel, token_lists: list[list[int]], *, prompts: list[str] | None = None,
+                  bos: list[bool] | None = None) -> list[Run]:
+    """Several prompts' captures from one pass: their token ids right-padded into one batch with an attention mask,
+    so that each row's positions and mask are those of its pass alone, then cut into one Run each.
+
+    A batch multiplies larger matrices than its rows alone, so its sums may round differently: a row's values equal
+    its lone pass's to float32 rounding (to bfloat16 rounding with bfloat16 matmuls), and every identity within a
+    row holds exactly, each row's values being one pass's own.
+    """
+    lengths = [len(token_ids) for token_ids in token_lists]
+    for length in lengths:
+        check_fits(loaded, length)
+    recorder = _Recorder(loaded, lengths)
+    device = loaded.model.device
+    width = max(lengths)
+    padded = torch.tensor([token_ids + [0] * (width - len(token_ids)) for token_ids in token_lists], device=device)
+    # A lone pass gets no mask: the model's own causal mask is its mask.
+    mask = None if len(lengths) == 1 else (torch.arange(width) < torch.tensor(lengths)[:, None]).long().to(device)
     started = time.perf_counter()
     with loaded.computing(), recorder.hooked():
         # lm_head runs for the last position only: the full [seq, vocab] logits cost a fifth of a GPT-2 pass, and
         # ``Run.logits`` computes them from final_norm_output with the same module when first read.
-        loaded.model(input_ids=torch.tensor([token_ids], device=loaded.model.device), use_cache=False,
-                     logits_to_keep=1)
+        loaded.model(input_ids=padded, attention_mask=mask, use_cache=False, logits_to_keep=1)
     seconds = time.perf_counter() - started
-    return Run(
+    return [Run(
         model_name=loaded.display_name,
-        prompt=prompt,
-        bos=bos,
-        token_ids=np.asarray(token_ids, dtype=np.int64),
-        tokens=sequence_strings(loaded, token_ids),
-        values=recorder.values,
-        attention_column_sums=np.stack(recorder.column_sums),
-        attention_diagonal=np.stack(recorder.diagonals),
-        value_norms=np.stack(recorder.value_norms),
+        prompt=(prompts or [""] * len(lengths))[row],
+        bos=(bos or [False] * len(lengths))[row],
+        token_ids=np.asarray(token_lists[row], dtype=np.int64),
+        tokens=sequence_strings(loaded, token_lists[row]),
+        values=recorder.values[row],
+        attention_column_sums=np.stack(recorder.column_sums[row]),
+        attention_diagonal=np.stack(recorder.diagonals[row]),
+        value_norms=np.stack(recorder.value_norms[row]),
         n_layers=loaded.n_layers,
         n_heads=loaded.n_heads,
         n_kv_heads=loaded.n_kv_heads,
         vocab_size=loaded.module("lm_head").out_features,
         layer_value_names=tuple(n for n in loaded.family.value_reads() if VALUES_BY_NAME[n].per_layer),
         seconds=seconds,
-        recompute_pattern=recorder.pattern_recomputer(),
-        read_logits=logits_reader(loaded, recorder.values["final_norm_output"]),
-    )
+        recompute_pattern=recorder.pattern_recomputer(row),
+        read_logits=logits_reader(loaded, recorder.values[row]["final_norm_output"]),
+    ) for row in range(len(lengths))]
 
 
 def logits_reader(loaded: LoadedModel, final_norm_output: np.ndarray):
@@ -86,30 +104,33 @@ def first_tensor(value) -> torch.Tensor:
     return value if isinstance(value, torch.Tensor) else value[0]
 
 
-def without_batch(tensor: torch.Tensor) -> torch.Tensor:
-    """The only row of a [1, seq, ...] tensor (a [seq, ...] tensor as it is)."""
-    return tensor.detach()[0] if tensor.dim() == 3 else tensor.detach()
-
-
 class _Recorder:
-    """Registers the capture hooks for one pass and collects what they read."""
+    """Registers the capture hooks for one pass of one or more right-padded rows and collects what they read, row by
+    row, each cut to its own length."""
 
-    def __init__(self, loaded: LoadedModel, seq_len: int):
-        self.loaded = loaded
-        self.values: dict[str, np.ndarray] = {}
+    def __init__(self, loaded: LoadedModel, lengths: list[int]):
+        self.loaded, self.lengths = loaded, lengths
+        self.values: list[dict[str, np.ndarray]] = [{} for _ in lengths]
         reads = loaded.family.value_reads()
         self.layer_reads = {n: read for n, read in reads.items() if VALUES_BY_NAME[n].per_layer and n not in NOT_HOOKED}
         self.model_reads = {n: read for n, read in reads.items() if not VALUES_BY_NAME[n].per_layer
                             and n not in NOT_HOOKED}
         # One slot per value, and one for the embeddings' sum; unwritten slots take no memory.
         n_slots = len(self.model_reads) + 1 + loaded.n_layers * len(self.layer_reads)
-        self.buffer = torch.empty(n_slots, seq_len, loaded.config.hidden_size)  # [slot, seq, hidden]
+        self.buffers = [torch.empty(n_slots, length, loaded.config.hidden_size) for length in lengths]
         self.slots_used = 0
-        self.last_kept: tuple[torch.Tensor, np.ndarray] | None = None
-        self.column_sums: list[np.ndarray] = [None] * loaded.n_layers
-        self.diagonals: list[np.ndarray] = [None] * loaded.n_layers
-        self.value_norms: list[np.ndarray] = [None] * loaded.n_layers
-        self.attention_calls: list[tuple[tuple, dict]] = [None] * loaded.n_layers
+        self.last_kept: tuple[torch.Tensor, list[np.ndarray]] | None = None
+        # [row][layer]
+        self.column_sums: list[list[np.ndarray]] = [[None] * loaded.n_layers for _ in lengths]
+        self.diagonals: list[list[np.ndarray]] = [[None] * loaded.n_layers for _ in lengths]
+        self.value_norms: list[list[np.ndarray]] = [[None] * loaded.n_layers for _ in lengths]
+        self.attention_calls: list[list[tuple[tuple, dict]]] = [[None] * loaded.n_layers for _ in lengths]
+
+    def rows(self, tensor: torch.Tensor):
+        """Each row of a [batch, seq, ...] tensor cut to its own length, with its index (a [1, seq, ...] tensor, such as
+        GPT-2's position embeddings, is every row's)."""
+        for row, length in enumerate(self.lengths):
+            yield row, tensor.detach()[row if tensor.shape[0] > 1 else 0, :length]
 
     @contextmanager
     def hooked(self):
@@ -134,45 +155,56 @@ class _Recorder:
         module = self.loaded.module(role, layer)
         if side == "input":
             def read_input(_module, args, kwargs):
-                self.values[key] = self.keep(args[0] if args else kwargs["hidden_states"])
+                self.store(key, self.keep(args[0] if args else kwargs["hidden_states"]))
             return [hook_input(module, read_input, with_kwargs=True)]
 
         def read_output(_module, _args, output):
-            self.values[key] = self.keep(first_tensor(output))
+            self.store(key, self.keep(first_tensor(output)))
         return [hook_output(module, read_output)]
 
-    def keep(self, tensor: torch.Tensor) -> np.ndarray:
-        """Copy a [1, seq, hidden] value into the next free slot and return it as numpy.
+    def store(self, key: str, arrays: list[np.ndarray]) -> None:
+        for values, array in zip(self.values, arrays):
+            values[key] = array
+
+    def keep(self, tensor: torch.Tensor) -> list[np.ndarray]:
+        """Copy each row of a [batch, seq, hidden] value into its buffer's next free slot; return them as numpy.
 
         A block's input is the tensor the previous block returned, read just before: it shares that slot.
         """
         if self.last_kept is not None and self.last_kept[0] is tensor:
             return self.last_kept[1]
-        slot = self.buffer[self.slots_used]
+        kept = []
+        for row, part in self.rows(tensor):
+            slot = self.buffers[row][self.slots_used]
+            slot.copy_(part)  # to float32 on the CPU, whatever the model computes in
+            kept.append(slot.numpy())
         self.slots_used += 1
-        slot.copy_(without_batch(tensor))  # to float32 on the CPU, whatever the model computes in
-        self.last_kept = (tensor, slot.numpy())
-        return self.last_kept[1]
+        self.last_kept = (tensor, kept)
+        return kept
 
     def _attention_reader(self, layer: int):
-        """Keep the call's mask and positions for recomputation, and reduce the pattern to per-key sums."""
+        """Keep each row's mask and positions for recomputation, and reduce its pattern to per-key sums."""
         def read(_module, args, kwargs, output):
-            pattern = output[1][0]  # [heads, query, key]
-            self.column_sums[layer] = as_numpy(pattern.sum(dim=1, dtype=torch.float32))
-            self.diagonals[layer] = as_numpy(pattern.diagonal(dim1=1, dim2=2)).copy()
-            self.attention_calls[layer] = (args[1:], {k: v for k, v in kwargs.items() if k != "hidden_states"})
+            call = (args[1:], {k: v for k, v in kwargs.items() if k != "hidden_states"})
+            batch = len(self.lengths)
+            for row, length in enumerate(self.lengths):
+                pattern = output[1][row, :, :length, :length]  # [heads, query, key], the padding left out
+                self.column_sums[row][layer] = as_numpy(pattern.sum(dim=1, dtype=torch.float32))
+                self.diagonals[row][layer] = as_numpy(pattern.diagonal(dim1=1, dim2=2)).copy()
+                self.attention_calls[row][layer] = call if batch == 1 else call_of_row(call, row, length, batch)
         return read
 
     def _value_norm_reader(self, layer: int):
         """Norm of every head's value vector at every position, from the projection that makes the values."""
         def read(_module, _args, output):
-            per_head = values_per_head(self.loaded, output[0])  # [seq, kv_heads, head_dim]
-            self.value_norms[layer] = as_numpy(per_head.float().norm(dim=-1).T)  # [kv_heads, seq]
+            for row, projected in self.rows(output):
+                per_head = values_per_head(self.loaded, projected)  # [seq, kv_heads, head_dim]
+                self.value_norms[row][layer] = as_numpy(per_head.float().norm(dim=-1).T)  # [kv_heads, seq]
         return read
 
-    def pattern_recomputer(self):
-        """A function that rebuilds one block's pattern from its stored input with the same modules and mask."""
-        loaded, values, calls = self.loaded, self.values, self.attention_calls
+    def pattern_recomputer(self, row: int):
+        """A function that rebuilds one block's pattern from a row's stored input with the same modules and mask."""
+        loaded, values, calls = self.loaded, self.values[row], self.attention_calls[row]
 
         def recompute(layer: int) -> np.ndarray:
             layer_input = to_model(loaded, values[full_name("layer_input", layer)])
@@ -183,6 +215,24 @@ class _Recorder:
                                                                *args, **kwargs)
             return as_numpy(pattern[0])
         return recompute
+
+
+def call_of_row(call: tuple[tuple, dict], row: int, length: int, batch: int) -> tuple[tuple, dict]:
+    """An attention call's arguments for one row of a padded batch, as its pass alone would have them: each tensor
+    with a batch axis cut to the row, a 4-D mask to the row's queries and keys, a positional tensor (positions,
+    rotary angles: [seq] or [batch, seq, ...]) to the row's positions. Copies, so that the batch's are freed."""
+    def cut(value):
+        if isinstance(value, (tuple, list)):
+            return type(value)(cut(part) for part in value)
+        if not isinstance(value, torch.Tensor):
+            return value
+        if value.dim() > 1 and value.shape[0] == batch:
+            value = value[row : row + 1]
+        if value.dim() == 4:
+            return value[..., :length, :length].clone()
+        return (value[:length] if value.dim() == 1 else value[:, :length]).clone()
+    args, kwargs = call
+    return cut(args), {name: cut(value) for name, value in kwargs.items()}
 
 
 def values_per_head(loaded: LoadedModel, projected: torch.Tensor) -> torch.Tensor:

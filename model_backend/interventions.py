@@ -66,6 +66,14 @@ def clean_logprob(run: Run, target_id: int) -> float:
     return float(torch.from_numpy(run.logits_at(-1)).log_softmax(dim=-1)[target_id])
 
 
+def unscaled_logprob(loaded: LoadedModel, run: Run, target_id: int) -> float:
+    """The target's log-probability from a pass of the prompt alone with nothing scaled: the clean line that the
+    scaled passes, each a pass alone, are compared with. A run captured in a batch (``capture_batch``) may round its
+    bfloat16 products otherwise than a pass alone; this line sits where an unscaled pass of the sweep would."""
+    with loaded.computing():
+        return last_position_logprob(loaded, torch.from_numpy(run.token_ids)[None].to(loaded.model.device), target_id)
+
+
 def scaled_logprob(loaded: LoadedModel, run: Run, target_id: int, layer: int, *, alpha: float,
                    site: str = "layer_output") -> float:
     """The target's log-probability after the prompt with block ``layer``'s ``site`` scaled by ``alpha``."""

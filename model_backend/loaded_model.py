@@ -75,7 +75,8 @@ class LoadedModel:
     @contextmanager
     def computing(self):
         """Where every pass, recomputation and readout runs: without autograd, and with the blocks' matmuls in
-        bfloat16 when the model was loaded so (the readout stays in float32: see ``loading.readout_in_float32``)."""
+        bfloat16 when the model was loaded so, from copies of their weights made at load (``matmul_weights.py``);
+        the readout stays in float32 (see ``loading.readout_in_float32``)."""
         with torch.inference_mode(), torch.autocast(self.model.device.type, dtype=self.matmul_dtype or torch.bfloat16,
                                                     enabled=self.matmul_dtype is not None):
             yield

@@ -23,6 +23,7 @@ from .errors import ModelLoadError, ModelNotCachedError, ModelNotFoundError, Uns
 from .families import family_for
 from .load_check import check_family_fits
 from .loaded_model import LoadedModel
+from .matmul_weights import keep_bfloat16_matrices
 from .model_names import PACKAGE_INDEX_COPIES, SHIPPED_MODELS
 from .package_index import PackageIndexCopy, Progress, prepare, remove_leftovers
 
@@ -170,5 +171,6 @@ def _load_from(reference: str, source: str, origin: str, *, local_files_only: bo
     loaded = LoadedModel(source, origin, model, tokenizer, family.resolved_for(model), revision, matmul_dtype)
     if matmul_dtype is not None:
         readout_in_float32(model, loaded.module("lm_head"))
+        keep_bfloat16_matrices([loaded.module("layer", layer) for layer in range(loaded.n_layers)], matmul_dtype)
     check_family_fits(loaded)
     return loaded

@@ -107,6 +107,7 @@ class SinkReport:
 
     evidence: list[SinkEvidence]
     n_layers: int
+    residual_norms: np.ndarray  # [boundary, position]: ``residual_norms(run)``, kept for the views that draw it
 
     @property
     def sinks(self) -> list[SinkEvidence]:
@@ -126,7 +127,8 @@ def detect_sinks(run: Run, *, skip_first: bool = False) -> SinkReport:
     ``skip_first`` leaves position 0 out, as a candidate and from every median, to find a sink behind the first.
     """
     first = 1 if skip_first else 0
-    block_output_norms = residual_norms(run)[1:, first:]
+    norms = residual_norms(run)
+    block_output_norms = norms[1:, first:]
     norm_ratio_by_layer = norm_ratios(block_output_norms)
     middle = list(middle_layers(run.n_layers))
     shares = attention_share_received(run)  # [layer, head, key]
@@ -147,4 +149,4 @@ def detect_sinks(run: Run, *, skip_first: bool = False) -> SinkReport:
             signals.append("value")
         evidence.append(SinkEvidence(position, run.tokens[position], norm_ratio, float(np.median(layer_shares)),
                                      layers_with_share, value_ratio, tuple(signals)))
-    return SinkReport(evidence, run.n_layers)
+    return SinkReport(evidence, run.n_layers, norms)

@@ -42,19 +42,21 @@ class ServedApp:
 
 
 def serve_app(models: str | None, log_path: Path, *, warm: bool = True, server_options: tuple[str, ...] = (),
-              port: int | None = None, environment: dict[str, str] | None = None) -> tuple[subprocess.Popen, ServedApp]:
+              port: int | None = None, environment: dict[str, str] | None = None,
+              app_options: tuple[str, ...] = ()) -> tuple[subprocess.Popen, ServedApp]:
     """Start the server in its own process group on a free port and wait for /liveness.
 
     ``models`` None serves the default list, as ``panel serve viz_app`` does on a fresh clone; ``warm`` loads them
     before the first visitor; ``server_options`` go to ``panel serve`` as they are; ``port`` is a free one unless
-    given; ``environment`` adds variables.
+    given; ``environment`` adds variables; ``app_options`` go to the app after ``--args`` (``--device cuda``).
     """
     port = port or free_port()
     command = [sys.executable, "-m", "panel", "serve", "viz_app", "--port", str(port), "--liveness", *server_options]
     if warm:
         command.append("--warm")
-    if models is not None:
-        command += ["--args", "--models", models]
+    app_arguments = [*(["--models", models] if models is not None else []), *app_options]
+    if app_arguments:
+        command += ["--args", *app_arguments]
     log_file = log_path.open("w")
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
                                env={**os.environ, "HF_HUB_OFFLINE": "1", **(environment or {})},

@@ -224,3 +224,7 @@ def test_skip_first_finds_no_sink_behind_a_position_zero_sink(run_with_huge_posi
     report = detect_sinks(run, skip_first=True)
     assert report.evidence[0].position == 1 and report.sinks == []
     assert np.isnan(value_norm_ratios(run, skip_first=True)[:, :, 0]).all()
+
+
+def test_the_sink_report_keeps_the_residual_norms_the_views_draw(run):
+    np.testing.assert_array_equal(detect_sinks(run).residual_norms, residual_norms(run))

@@ -98,3 +98,38 @@ def test_the_page_uses_bfloat16_matmuls_only_where_the_cpu_has_them(monkeypatch)
 def test_an_unknown_dtype_is_refused_by_name(tiny_llama_dir):
     with pytest.raises(ValueError, match="bfloat16-matmuls"):
         load_model(str(tiny_llama_dir), dtype="float16")
+
+
+def autocast_alone(folder: str):
+    """The bfloat16-matmul mode as autocast alone computes it: float32 weights cast at every matmul."""
+    from dataclasses import replace
+
+    from model_backend.loading import readout_in_float32
+
+    loaded = load_model(folder)
+    readout_in_float32(loaded.model, loaded.module("lm_head"))
+    return replace(loaded, matmul_dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("folder", ["tiny_gpt2_dir", "tiny_llama_dir"])
+def test_the_kept_bfloat16_copies_give_autocasts_values_bit_for_bit(folder, request):
+    folder = str(request.getfixturevalue(folder))
+    kept, alone = load_model(folder, dtype="bfloat16-matmuls"), autocast_alone(folder)
+    kept_run, alone_run = capture_run(kept, PROMPT, bos=True), capture_run(alone, PROMPT, bos=True)
+    for name in kept_run.value_names():
+        if not name.endswith("attention_probabilities"):
+            assert np.array_equal(kept_run[name], alone_run[name]), name
+    np.testing.assert_array_equal(kept_run.attention_probabilities(0), alone_run.attention_probabilities(0))
+
+
+@pytest.mark.parametrize("folder", ["tiny_gpt2_dir", "tiny_llama_dir"])
+def test_no_pass_casts_a_weight_and_the_float32_weights_stay(folder, request):
+    loaded = load_model(str(request.getfixturevalue(folder)), dtype="bfloat16-matmuls")
+    block = loaded.module("layer", 0)
+    matrices = [m for m in block.modules() if hasattr(m, "kept_matmul_weight")]
+    assert matrices and all(m.weight.dtype == torch.float32 for m in matrices)
+    weight_shapes = {tuple(m.weight.shape) for m in matrices}
+    with torch.profiler.profile(record_shapes=True) as profile:
+        capture_run(loaded, PROMPT, bos=True)
+    casts = [tuple(event.input_shapes[0]) for event in profile.events() if event.name == "aten::_to_copy"]
+    assert casts and not weight_shapes & set(casts)  # the inputs are cast, never a weight

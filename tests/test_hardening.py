@@ -19,8 +19,7 @@ from layouts.downloads import spreadsheet_safe
 from layouts.state import ExplorerState
 from model_backend import ModelLoadError, PromptError, load_model
 from model_backend.tokens import PROMPT_MAX_BYTES, encode_prompt
-from viz_app import analysis as analysis_module
-from viz_app import session as session_module
+from viz_app import run_batches
 from viz_app.failures import failure_message
 from viz_app.model_names import outcome_rows
 from viz_app.models import ModelOutcome
@@ -84,7 +83,7 @@ def test_the_page_token_limit_names_itself(gpt2, monkeypatch):
 
 def test_a_session_refuses_a_prompt_over_the_page_token_limit_before_its_pass(gpt2, tiny_gpt2_dir, monkeypatch):
     monkeypatch.setattr(prompt_limits, "PAGE_MAX_TOKENS", 4)
-    monkeypatch.setattr(analysis_module, "capture_token_ids", lambda *args, **kwargs: pytest.fail("ran"))
+    monkeypatch.setattr(run_batches, "capture_batch", lambda *args, **kwargs: pytest.fail("ran"))
     controller = ExplorerSession([str(tiny_gpt2_dir)])
     controller.state.prompt = "one two three four five six"
     controller.loaded = gpt2
@@ -95,8 +94,8 @@ def test_a_session_refuses_a_prompt_over_the_page_token_limit_before_its_pass(gp
 def test_a_page_load_runs_the_prompt_once(tiny_gpt2_dir, monkeypatch):
     """The selector's new options fire the model watcher, and the start-up switches too: one pass between them."""
     passes = []
-    real = session_module.analyse
-    monkeypatch.setattr(session_module, "analyse", lambda *args: passes.append(1) or real(*args))
+    real = run_batches.capture_batch
+    monkeypatch.setattr(run_batches, "capture_batch", lambda *args, **kwargs: passes.append(1) or real(*args, **kwargs))
     controller = ExplorerSession([str(tiny_gpt2_dir)])
 
     async def start_and_settle():

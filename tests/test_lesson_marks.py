@@ -52,7 +52,7 @@ def test_step_2_marks_the_sink_detect_sinks_finds(results, run):
     assert later.position > 0
     sink = type(later)(later.position, later.token, 120.0, 0.81, run.n_layers, 0.2, ("norm", "attention"))
     forced = LessonInputs(**{**inputs.__dict__, "sinks": type(report)([*report.evidence[:-1], sink],
-                                                                        report.n_layers)})
+                                                                        report.n_layers, report.residual_norms)})
     assert marked(2, forced, "norms_heatmap") == [later.position]
     assert lesson_marks(2, forced)["norms_heatmap"][0]["label"] == "lesson: the sink"
 

@@ -110,7 +110,7 @@ def test_a_sink_lesson_on_a_sink_names_its_signals(loaded, run):
     report = detect_sinks(run)
     first = report.at(0)
     sink = type(first)(0, first.token, 120.0, 0.81, run.n_layers, 0.2, ("norm", "attention", "value"))
-    forced = type(report)([sink, *report.evidence[1:]], report.n_layers)
+    forced = type(report)([sink, *report.evidence[1:]], report.n_layers, report.residual_norms)
     text = lesson_text(2, LessonInputs(**{**inputs_for(loaded, run).__dict__, "sinks": forced}))
     since = holds_from(norm_ratios(residual_norms(run)[1:])[:, 0] >= 4)
     assert "<b>120.0×</b>" in text and "<b>81%</b>" in text and "<b>0.20×</b>" in text

@@ -15,8 +15,9 @@ from .prompt_limits import check_page_token_limit
 
 @dataclass(frozen=True)
 class Analysis:
-    """What every view needs from one run, computed together in a worker thread (the logit lens, the sweep and the
-    attention pattern wait until their tab is shown: with a 50k vocabulary the lens costs more than the pass)."""
+    """What every view needs from one run, computed together on a model thread (``run_batches.py``; the logit lens,
+    the sweep and the attention pattern wait until their tab is shown: with a 50k vocabulary the lens costs more
+    than the pass)."""
 
     run: Run
     sinks: object
@@ -49,10 +50,9 @@ def page_run(loaded: LoadedModel, prompt: str, bos: bool) -> Run:
     return capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
 
 
-def analyse(loaded: LoadedModel, prompt: str, bos: bool, typed_target: str = "") -> Analysis:
-    """Run the prompt, if within the page's limits, and compute what every view needs, in one worker thread; a
-    typed target that is not one token after this prompt leaves the views on the top prediction."""
-    run = page_run(loaded, prompt, bos)
+def analysis_of(loaded: LoadedModel, run: Run, typed_target: str = "") -> Analysis:
+    """What every view needs from a run just captured; a typed target that is not one token after this prompt
+    leaves the views on the top prediction."""
     probabilities = next_token_probabilities(run)
     return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run),
                     match_target(loaded, run, typed_target, probabilities=probabilities), probabilities)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
+from collections.abc import Awaitable
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from layouts.state import ExplorerState
 from model_backend import LoadedModel, LogitLens, PromptError, Run, joined_lens, logit_lens
 from model_backend.targets import match_target
 
-from .analysis import analyse, decoded
+from .analysis import decoded
 from .background import BackgroundTasks
 from .comparison import NormsComparison
 from .failures import report_failure
@@ -42,6 +44,7 @@ from .models import ModelOutcome, loading_progress, shared_model
 from .jobs import Job, SessionJobs
 from .npz_download import remove_npz
 from .publishing import Publisher
+from .run_batches import analysed_together
 from .tab_jobs import TabJobs
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,7 @@ class ExplorerSession(TabJobs):
     async def start(self) -> None:
         """Try every configured model in order, then run the prompt once, through the URL's model if it is offered,
         else the first that loaded."""
+        log.info("a page's session starts in server process %d", os.getpid())
         requested = self.state.model
         for source in self.sources:
             self.outcomes.append(await self.load_showing_progress(source))
@@ -146,8 +150,9 @@ class ExplorerSession(TabJobs):
             if not job.current:
                 return
             started = time.perf_counter()
-            analysis = await self.in_worker(f"Running the prompt through {loaded.display_name}…", analyse, loaded,
-                                            state.prompt, state.bos, self.typed_target())
+            analysis = await self.reporting(f"Running the prompt through {loaded.display_name}…",
+                                            analysed_together(loaded, state.prompt, state.bos,
+                                                              self.typed_target()))
             if analysis is None:
                 self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
                                             "download belong to the previous run")
@@ -317,9 +322,13 @@ class ExplorerSession(TabJobs):
     async def in_worker(self, doing: str, function, *args, **kwargs):
         """Run backend work on a shared model thread while the page says what it is doing; on failure report it
         and return None."""
+        return await self.reporting(doing, in_model_thread(function, *args, **kwargs))
+
+    async def reporting(self, doing: str, work: Awaitable):
+        """Await ``work`` while the page says what it is doing; on failure report it and return None."""
         with self.showing(doing):
             try:
-                return await in_model_thread(function, *args, **kwargs)
+                return await work
             except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
                 report_failure(self.publisher, error)
                 return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model_backend import Patching, ScalingSweep, clean_logprob, scaled_logprob
+from model_backend import Patching, ScalingSweep, scaled_logprob, unscaled_logprob
 from model_backend.interventions import vocabulary_size
 from model_backend.patching import pair_with_run, patch_block
 
@@ -39,7 +39,14 @@ class TabJobs:
         if target_id is None:
             self.publisher.update(message="Type a target token for the intervention.")
             return
-        alpha, scaled, clean, vocabulary = state.alpha, [], clean_logprob(run, target_id), vocabulary_size(run)
+        async with self._work:
+            if not job.current:
+                return
+            clean = await self.in_worker("Running the prompt once, nothing scaled…", unscaled_logprob, loaded, run,
+                                         target_id)
+        if clean is None or not job.current:
+            return
+        alpha, scaled, vocabulary = state.alpha, [], vocabulary_size(run)
         job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
         for layer in range(run.n_layers):
             async with self._work:

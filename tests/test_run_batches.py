@@ -1,0 +1,67 @@
+"""Runs asked while the model threads are busy go through the model as one batch; a lone run goes at once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+from conftest import run_coroutine
+
+from model_backend import capture_run
+from viz_app import run_batches
+from viz_app.model_work import MODEL_THREADS, in_model_thread
+
+PROMPTS = ("The capital of France is Paris, and the capital of Italy is", "Short one", "A prompt of middle length")
+
+
+def recording_batches(monkeypatch) -> list[int]:
+    """The row count of every capture_batch call from now on."""
+    rows, real = [], run_batches.capture_batch
+    monkeypatch.setattr(run_batches, "capture_batch",
+                        lambda loaded, token_lists, **kwargs: rows.append(len(token_lists))
+                        or real(loaded, token_lists, **kwargs))
+    return rows
+
+
+def test_runs_asked_while_the_threads_are_busy_share_one_pass_and_each_gets_its_own(gpt2, monkeypatch):
+    rows = recording_batches(monkeypatch)
+    release = threading.Event()
+
+    async def class_presses_run():
+        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREADS._max_workers)]
+        await asyncio.sleep(0.1)  # every model thread is taken
+        asked = [asyncio.ensure_future(run_batches.analysed_together(gpt2, prompt, True)) for prompt in PROMPTS]
+        await asyncio.sleep(0.1)
+        release.set()
+        await asyncio.gather(*busy)
+        return await asyncio.gather(*asked)
+
+    analyses = run_coroutine(class_presses_run())
+    assert rows == [len(PROMPTS)]
+    for prompt, analysis in zip(PROMPTS, analyses):
+        alone = capture_run(gpt2, prompt, bos=True)
+        assert analysis.run.prompt == prompt and analysis.run.tokens == alone.tokens
+        for name, value in alone.values.items():
+            np.testing.assert_allclose(analysis.run[name], value, rtol=1e-5, atol=1e-5 * np.abs(value).max())
+
+
+def test_a_lone_run_goes_through_alone_and_a_refused_prompt_does_not_stop_the_others(gpt2, monkeypatch):
+    rows = recording_batches(monkeypatch)
+    analysis = run_coroutine(run_batches.analysed_together(gpt2, PROMPTS[0], True))
+    assert rows == [1] and analysis.run.prompt == PROMPTS[0]
+
+    async def with_an_empty_prompt():
+        return await asyncio.gather(run_batches.analysed_together(gpt2, "", False),
+                                    run_batches.analysed_together(gpt2, PROMPTS[1], True), return_exceptions=True)
+
+    refused, analysed = run_coroutine(with_an_empty_prompt())
+    assert isinstance(refused, Exception) and analysed.run.prompt == PROMPTS[1]
+
+
+def test_batches_keep_under_their_padded_size(monkeypatch):
+    monkeypatch.setattr(run_batches, "MAX_BATCH_TOKENS", 10)
+    tokenized = [(name, [0] * length) for name, length in (("a", 4), ("b", 2), ("c", 3), ("d", 12))]
+    assert [[name for name, _ in batch] for batch in run_batches.batches(tokenized)] == [["b", "c"], ["a"], ["d"]]
+    monkeypatch.setattr(run_batches, "MAX_BATCH_PATTERN", 17)  # two rows of 3 tokens: 18 entries, too many
+    assert [[name for name, _ in batch] for batch in run_batches.batches(tokenized)] == [["b"], ["c"], ["a"], ["d"]]

@@ -1,0 +1,120 @@
+"""Runs that wait for the model at the same moment go through it as one padded batch (``capture_batch``): a class
+pressing Run together costs one pass of larger matrices instead of thirty small ones, each session then getting its
+own rows. ``benchmarks/classroom_load.py`` measures what it saves.
+
+The first run asked starts a collector for its model: one job on the shared model threads (``model_work.py``) that
+takes every run waiting when a thread takes it up, then, as long as more runs arrived while it computed, one more
+job for those. A lone run's job therefore starts as soon as a thread is free, with no waiting window; a class's runs
+go through in two or three batches, each job alone on the model's cores instead of two small passes on one core
+each beside a large one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from model_backend import LoadedModel, capture_batch
+from model_backend.tokens import encode_prompt
+
+from .analysis import Analysis, analysis_of
+from .model_work import in_model_thread
+from .prompt_limits import check_page_token_limit
+
+MAX_BATCH_TOKENS = 16_384  # rows times the longest row: one batch's padded size, which its activations scale with
+MAX_BATCH_PATTERN = 2_048 ** 2  # rows times the longest row squared, which each block's attention pattern scales with
+
+
+@dataclass(frozen=True)
+class AskedRun:
+    """One session's run waiting for its batch, and where its analysis goes."""
+
+    prompt: str
+    bos: bool
+    typed_target: str  # matched after the prompt once its run is captured
+    analysis: Future
+
+
+_waiting: dict[int, list[AskedRun]] = {}  # id of a loaded model -> runs asked and not yet taken by a job
+_collecting: set[int] = set()  # ids of the loaded models whose collector runs
+_asking = threading.Lock()
+_jobs: set[asyncio.Future] = set()  # collecting jobs scheduled, kept referenced until they end
+
+
+async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool, typed_target: str = "") -> Analysis:
+    """What every view needs from the prompt's run, if within the page's limits, its pass shared with the runs of
+    other sessions that wait for ``loaded`` at the same moment."""
+    asked = AskedRun(prompt, bos, typed_target, Future())
+    with _asking:
+        _waiting.setdefault(id(loaded), []).append(asked)
+        first = id(loaded) not in _collecting  # else the running collector takes this run in its next job
+        _collecting.add(id(loaded))
+    if first:
+        job = asyncio.ensure_future(collect(loaded))
+        _jobs.add(job)
+        job.add_done_callback(_jobs.discard)
+    return await asyncio.wrap_future(asked.analysis)
+
+
+async def collect(loaded: LoadedModel) -> None:
+    """Jobs that take the runs waiting for ``loaded`` until none is left. A job's runs hear their outcomes once it has
+    ended, so that a session that goes on from its run finds the model threads as they are after it
+    (``models_idle``)."""
+    while True:
+        try:
+            outcomes = await in_model_thread(analyse_waiting, loaded)
+        except BaseException:
+            with _asking:
+                _collecting.discard(id(loaded))  # the next run asked starts a collector again
+            raise
+        for asked, outcome in outcomes:
+            if isinstance(outcome, Exception):
+                asked.analysis.set_exception(outcome)
+            else:
+                asked.analysis.set_result(outcome)
+        with _asking:
+            if not _waiting.get(id(loaded)):
+                _collecting.discard(id(loaded))
+                return
+
+
+def analyse_waiting(loaded: LoadedModel) -> list[tuple[AskedRun, Analysis | Exception]]:
+    """Take every run waiting for ``loaded``, and give each its analysis or the error that stopped it."""
+    with _asking:
+        taken = _waiting.pop(id(loaded), [])
+    outcomes, tokenized = [], []
+    for asked in taken:
+        try:
+            token_ids = encode_prompt(loaded, asked.prompt, bos=asked.bos)
+            check_page_token_limit(loaded, len(token_ids))
+            tokenized.append((asked, token_ids))
+        except Exception as error:  # noqa: BLE001 - the session reports it
+            outcomes.append((asked, error))
+    for batch in batches(tokenized):
+        try:
+            runs = capture_batch(loaded, [ids for _, ids in batch], prompts=[a.prompt for a, _ in batch],
+                                 bos=[a.bos for a, _ in batch])
+        except Exception as error:  # noqa: BLE001 - every session of the batch reports it
+            outcomes += [(asked, error) for asked, _ in batch]
+            continue
+        for (asked, _), run in zip(batch, runs):
+            try:
+                outcomes.append((asked, analysis_of(loaded, run, asked.typed_target)))
+            except Exception as error:  # noqa: BLE001 - the session reports it
+                outcomes.append((asked, error))
+    return outcomes
+
+
+def batches(tokenized: list[tuple[AskedRun, list[int]]]) -> list[list[tuple[AskedRun, list[int]]]]:
+    """The runs shortest first, cut into batches of at most MAX_BATCH_TOKENS padded tokens and MAX_BATCH_PATTERN
+    pattern entries per head (a run over either alone)."""
+    result, batch = [], []
+    for item in sorted(tokenized, key=lambda item: len(item[1])):
+        rows, longest = len(batch) + 1, len(item[1])
+        if batch and (rows * longest > MAX_BATCH_TOKENS or rows * longest ** 2 > MAX_BATCH_PATTERN):
+            result.append(batch)
+            batch = []
+        batch.append(item)
+    return result + ([batch] if batch else [])
