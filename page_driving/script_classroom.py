@@ -113,18 +113,19 @@ class ScriptSession:
         self.norms_figures = [self.doc.select_one({"name": name}) for name in FIGURES_BY_TAB[NORMS_TAB]]
 
     def type_prompt(self) -> None:
-        """Type the plan's prompt and wait until the server has taken it (it writes it into the page's URL)."""
+        """Type the plan's prompt, then ask the server for its info: it answers a connection's messages in order,
+        so the answer comes once it has taken the prompt (the page writes a prompt into its URL only once it runs)."""
         self.prompt_box.value = self.plan.prompt
-        echo = f"prompt={quote_plus(self.plan.prompt)}&"
-        self.wait_until(lambda: echo in self.location.search + "&", "prompt echo")
+        self.session.request_server_info()
 
     def run_until_updated(self) -> float:
-        """Click Run; seconds until the status line and the norms figures hold this run."""
+        """Click Run; seconds until the status line, the norms figures and the URL hold this run."""
         started = time.perf_counter()
         self.send(ButtonClick(self.run_button))
         n_tokens = self.plan.n_tokens
-        self.wait_until(lambda: f" {n_tokens} tokens " in self.status() and self.norms_titles_name(n_tokens),
-                        "updated norms tab")
+        echo = f"prompt={quote_plus(self.plan.prompt)}&"
+        self.wait_until(lambda: f" {n_tokens} tokens " in self.status() and self.norms_titles_name(n_tokens)
+                        and echo in self.location.search + "&", "updated norms tab")
         return time.perf_counter() - started
 
     def isolation_problems(self) -> list[str]:
