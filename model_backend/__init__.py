@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .attribution import LogitAttribution, direct_logit_attribution
     from .boundaries import residual_boundaries
-    from .capture import capture_run, capture_token_ids
+    from .capture import capture_batch, capture_run, capture_token_ids
     from .errors import (BackendError, ModelLoadError, ModelNotCachedError, ModelNotFoundError, ModelPreparationError,
                          PromptError, UnsupportedArchitectureError)
     from .export import write_npz
-    from .interventions import ScalingSweep, clean_logprob, scaled_logprob, scaling_sweep
+    from .interventions import ScalingSweep, clean_logprob, scaled_logprob, scaling_sweep, unscaled_logprob
     from .lens import LogitLens, joined_lens, logit_lens
     from .loaded_model import LoadedModel
     from .loading import load_model
     from .norms import SinkReport, detect_sinks, residual_norms
+    from .patching import Patching, activation_patching, patched_blocks, patching_pair
     from .run import Run
     from .similarity import LaminarProfile, laminar_profile, token_across_layers, tokens_within_layer
 

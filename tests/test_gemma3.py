@@ -9,16 +9,15 @@ prepares the model first) turns that into a failure."""
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
-from conftest import RUN_SECONDS, assert_served_cleanly, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, package_index_model_or_skip, wait_until_idle
 from playwright.sync_api import Page, expect
 from test_page import PROMPT, TITLES, assert_the_tab_shows_the_run, n_tokens_of, run_prompt, show_tab
 
 from layouts.lesson_text import LessonInputs, lens_lesson, residual_stream_lesson, shown
-from model_backend import ModelNotCachedError, capture_run, detect_sinks, load_model, logit_lens
+from model_backend import capture_run, detect_sinks, load_model, logit_lens
 from model_backend.model_names import GEMMA3, GEMMA3_COPY, GEMMA_TERMS, SMOLLM2
 from model_backend.norms import attention_share_received
 from model_backend.package_index import MARKER, prepared_folder
@@ -33,12 +32,7 @@ COMPARED = ["comparison_heatmap_0", "comparison_heatmap_1"]
 
 @pytest.fixture(scope="module")
 def gemma3():
-    try:
-        return load_model(GEMMA3)
-    except ModelNotCachedError as error:
-        if os.environ.get("RSE_REQUIRE_GEMMA3") == "1":
-            raise
-        pytest.skip(f"Gemma 3 could not be prepared here: {error}")
+    return package_index_model_or_skip(lambda: load_model(GEMMA3), "Gemma 3", "RSE_REQUIRE_GEMMA3")
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ checks it)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -36,3 +37,13 @@ def test_every_exported_name_is_importable():
     for names in EXPORTS.values():
         for name in names:
             assert getattr(model_backend, name) is not None
+
+
+def test_the_names_written_out_for_readers_are_the_exported_ones():
+    """The ``TYPE_CHECKING`` imports of ``model_backend/__init__.py`` list exactly what ``EXPORTS`` serves lazily."""
+    import model_backend
+    tree = ast.parse(open(model_backend.__file__).read())
+    checked = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") ==
+                   "TYPE_CHECKING")
+    written = {(node.module, alias.name) for node in checked.body for alias in node.names}
+    assert written == {(module, name) for module, names in EXPORTS.items() for name in names}

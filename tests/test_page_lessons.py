@@ -13,9 +13,9 @@ import pytest
 import torch
 from playwright.sync_api import Page, expect
 
-from conftest import load_as_served
+from conftest import load_as_served, package_index_model_or_skip
 from layouts.corrupted_prompt import corrupted_version
-from model_backend import (ModelNotCachedError, activation_patching, capture_run, detect_sinks, direct_logit_attribution, logit_lens,
+from model_backend import (activation_patching, capture_run, detect_sinks, direct_logit_attribution, logit_lens,
                            scaling_sweep, token_across_layers, tokens_within_layer)
 from model_backend.model_names import SMOLLM2
 from model_backend.tokens import visible_token
@@ -160,12 +160,7 @@ def test_a_shared_link_opens_the_same_step_on_its_tab(page: Page, lesson_app):
 
 
 def test_the_lessons_show_smollm2s_sink_and_paris(page: Page, tmp_path):
-    try:
-        smollm2 = load_as_served(SMOLLM2)
-    except ModelNotCachedError as error:
-        if os.environ.get("RSE_REQUIRE_SMOLLM2") == "1":
-            raise
-        pytest.skip(f"SmolLM2 could not be prepared here: {error}")
+    smollm2 = package_index_model_or_skip(lambda: load_as_served(SMOLLM2), "SmolLM2", "RSE_REQUIRE_SMOLLM2")
     expected = {**expected_numbers(smollm2), "name": "smollm2"}
     expected[2] += ["<|im_start|>", "from block"]
     expected[4].append("␣Paris")

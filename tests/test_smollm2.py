@@ -13,9 +13,10 @@ import signal
 
 import numpy as np
 import pytest
+from conftest import package_index_model_or_skip
 from playwright.sync_api import Page, expect
 
-from model_backend import ModelNotCachedError, capture_run, detect_sinks, load_model, logit_lens, residual_norms
+from model_backend import capture_run, detect_sinks, load_model, logit_lens, residual_norms
 from model_backend.model_names import SMOLLM2, SMOLLM2_COPY
 from model_backend.norms import attention_share_received, norm_ratios
 from model_backend.package_index import MARKER, prepared_folder
@@ -27,12 +28,7 @@ PAGE_SECONDS = 120_000
 
 @pytest.fixture(scope="module")
 def smollm2():
-    try:
-        return load_model(SMOLLM2)
-    except ModelNotCachedError as error:
-        if os.environ.get("RSE_REQUIRE_SMOLLM2") == "1":
-            raise
-        pytest.skip(f"SmolLM2 could not be prepared here: {error}")
+    return package_index_model_or_skip(lambda: load_model(SMOLLM2), "SmolLM2", "RSE_REQUIRE_SMOLLM2")
 
 
 @pytest.fixture(scope="module")
