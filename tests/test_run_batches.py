@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import numpy as np
 from conftest import run_coroutine
@@ -65,3 +66,21 @@ def test_batches_keep_under_their_padded_size(monkeypatch):
     assert [[name for name, _ in batch] for batch in run_batches.batches(tokenized)] == [["b", "c"], ["a"], ["d"]]
     monkeypatch.setattr(run_batches, "MAX_BATCH_PATTERN", 17)  # two rows of 3 tokens: 18 entries, too many
     assert [[name for name, _ in batch] for batch in run_batches.batches(tokenized)] == [["b"], ["c"], ["a"], ["d"]]
+
+
+def test_a_collector_left_on_a_loop_that_stopped_running_holds_up_no_run_on_another(gpt2):
+    """After a browser test, pytest-playwright leaves an event loop marked running that nothing spins: a collector
+    started there never ends, and once held every later run of the same model."""
+    release = threading.Event()
+    busy = [MODEL_THREADS.submit(release.wait) for _ in range(MODEL_THREADS._max_workers)]
+    stopped = asyncio.new_event_loop()
+    stranded = stopped.create_task(run_batches.analysed_together(gpt2, PROMPTS[1], True))
+    stopped.run_until_complete(asyncio.sleep(0.05))  # its collector waits for a model thread; the loop stops running
+    release.set()
+    for job in busy:
+        job.result()
+    time.sleep(1)  # the collector's job ends on a model thread, and its result waits for the stopped loop
+    analysis = run_coroutine(asyncio.wait_for(run_batches.analysed_together(gpt2, PROMPTS[0], True), 20))
+    assert analysis.run.prompt == PROMPTS[0]
+    assert stopped.run_until_complete(stranded).run.prompt == PROMPTS[1]
+    stopped.close()

@@ -37,8 +37,10 @@ class AskedRun:
     analysis: Future
 
 
-_waiting: dict[int, list[AskedRun]] = {}  # id of a loaded model -> runs asked and not yet taken by a job
-_collecting: set[int] = set()  # ids of the loaded models whose collector runs
+# Collectors are kept per model and per event loop (ids of both): a collector on a loop that stopped running (a
+# notebook's, a test's) then never holds up the runs asked on another loop.
+_waiting: dict[tuple[int, int], list[AskedRun]] = {}  # runs asked and not yet taken by a job
+_collecting: set[tuple[int, int]] = set()  # where a collector runs
 _asking = threading.Lock()
 _jobs: set[asyncio.Future] = set()  # collecting jobs scheduled, kept referenced until they end
 
@@ -47,27 +49,28 @@ async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool, typed_t
     """What every view needs from the prompt's run, if within the page's limits, its pass shared with the runs of
     other sessions that wait for ``loaded`` at the same moment."""
     asked = AskedRun(prompt, bos, typed_target, Future())
+    key = (id(loaded), id(asyncio.get_running_loop()))
     with _asking:
-        _waiting.setdefault(id(loaded), []).append(asked)
-        first = id(loaded) not in _collecting  # else the running collector takes this run in its next job
-        _collecting.add(id(loaded))
+        _waiting.setdefault(key, []).append(asked)
+        first = key not in _collecting  # else the running collector takes this run in its next job
+        _collecting.add(key)
     if first:
-        job = asyncio.ensure_future(collect(loaded))
+        job = asyncio.ensure_future(collect(loaded, key))
         _jobs.add(job)
         job.add_done_callback(_jobs.discard)
     return await asyncio.wrap_future(asked.analysis)
 
 
-async def collect(loaded: LoadedModel) -> None:
+async def collect(loaded: LoadedModel, key: tuple[int, int]) -> None:
     """Jobs that take the runs waiting for ``loaded`` until none is left. A job's runs hear their outcomes once it has
     ended, so that a session that goes on from its run finds the model threads as they are after it
     (``models_idle``)."""
     while True:
         try:
-            outcomes = await in_model_thread(analyse_waiting, loaded)
+            outcomes = await in_model_thread(analyse_waiting, loaded, key)
         except BaseException:
             with _asking:
-                _collecting.discard(id(loaded))  # the next run asked starts a collector again
+                _collecting.discard(key)  # the next run asked starts a collector again
             raise
         for asked, outcome in outcomes:
             if isinstance(outcome, Exception):
@@ -75,15 +78,16 @@ async def collect(loaded: LoadedModel) -> None:
             else:
                 asked.analysis.set_result(outcome)
         with _asking:
-            if not _waiting.get(id(loaded)):
-                _collecting.discard(id(loaded))
+            if not _waiting.get(key):
+                _collecting.discard(key)
                 return
 
 
-def analyse_waiting(loaded: LoadedModel) -> list[tuple[AskedRun, Analysis | Exception]]:
-    """Take every run waiting for ``loaded``, and give each its analysis or the error that stopped it."""
+def analyse_waiting(loaded: LoadedModel, key: tuple[int, int]) -> list[tuple[AskedRun, Analysis | Exception]]:
+    """Take every run waiting for ``loaded`` on the collector's loop, and give each its analysis or the error that
+    stopped it."""
     with _asking:
-        taken = _waiting.pop(id(loaded), [])
+        taken = _waiting.pop(key, [])
     outcomes, tokenized = [], []
     for asked in taken:
         try:
