@@ -272,7 +272,7 @@ def intervention_lesson(inputs: LessonInputs) -> str:
 
 def patching_lesson(inputs: LessonInputs) -> str:
     """Lesson 7: where the answer is carried, block by block and token by token (``patching_lesson``)."""
-    return paragraphs(*patching_lesson_paragraphs(inputs.patching, inputs.run.n_layers, shown))
+    return lead_and_more(*patching_lesson_paragraphs(inputs.patching, inputs.run.n_layers, shown))
 
 
 LESSONS = (residual_stream_lesson, sink_lesson, cosine_lesson, lens_lesson, attribution_lesson, intervention_lesson,

@@ -34,7 +34,8 @@ def block_list(blocks: np.ndarray) -> str:
 
 
 def patching_lesson_paragraphs(patching: Patching | None, n_layers: int, shown) -> list[str]:
-    """The lesson's paragraphs for the grids on screen (``shown`` formats a token for HTML)."""
+    """The lesson's paragraphs for the grids on screen, the one that says where the answer is carried first
+    (``shown`` formats a token for HTML)."""
     if patching is None or not patching.complete:
         done = 0 if patching is None else patching.blocks_done
         return [f"Patching each block in turn… {done} of {n_layers} blocks so far."]
@@ -72,4 +73,4 @@ def patching_lesson_paragraphs(patching: Patching | None, n_layers: int, shown) 
               f"({np.max(mlp):.2f}). " + ("Attention, the only part that moves information between tokens, writes "
                                           "more of it." if np.max(attention) > np.max(mlp) else
                                           "Here an MLP's write at the last token matters more than any attention's."))
-    return [intro, where, story, movers]
+    return [where, intro, story, movers]
