@@ -22,7 +22,7 @@ from .hooks import hook_input, hook_output
 from .interventions import changed_output_hook
 from .loaded_model import LoadedModel
 from .names import full_name
-from .readout import unembed
+from .readout import token_logits
 from .run import Run
 from .targets import match_target
 from .tokens import encode_prompt
@@ -269,9 +269,10 @@ def run_blocks(loaded: LoadedModel, pair: PatchingPair, stream: torch.Tensor, fi
 
 
 def last_metrics(loaded: LoadedModel, pair: PatchingPair, stream: torch.Tensor) -> np.ndarray:
-    """The metric of each row of a final stream: final norm and lm_head (and any softcap) at the last position."""
-    logits = unembed(loaded, loaded.module("final_norm")(stream[:, -1:]))[:, -1]  # [batch, vocab]
-    return as_numpy(logits[:, pair.answer_id] - logits[:, pair.wrong_id])
+    """The metric of each row of a final stream: final norm, then the answer's and the wrong token's rows of lm_head
+    (and any softcap) at the last position."""
+    logits = token_logits(loaded, loaded.module("final_norm")(stream[:, -1]), [pair.answer_id, pair.wrong_id])
+    return as_numpy(logits[:, 0] - logits[:, 1])
 
 
 def activation_patching(loaded: LoadedModel, clean_prompt: str, corrupted_prompt: str, *, bos: bool = False,

@@ -20,6 +20,19 @@ def unembed(loaded: LoadedModel, normed: torch.Tensor) -> torch.Tensor:
     return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
+def token_logits(loaded: LoadedModel, normed: torch.Tensor, token_ids: list[int]) -> torch.Tensor:
+    """The logits of ``token_ids`` alone for a stream already through the final norm: those rows of lm_head (in float32,
+    as the readout runs) and the softcap, without reading the rest of the vocabulary (a metric of two tokens needs two
+    rows of a 262,144-row unembedding)."""
+    lm_head = loaded.module("lm_head")
+    ids = torch.as_tensor(token_ids, device=lm_head.weight.device)
+    bias = None if getattr(lm_head, "bias", None) is None else lm_head.bias[ids].float()
+    with torch.autocast(normed.device.type, enabled=False):
+        logits = torch.nn.functional.linear(normed.float(), lm_head.weight[ids].float(), bias)
+    cap = logit_softcap(loaded)
+    return logits if cap is None else torch.tanh(logits / cap) * cap
+
+
 def norm_gain(loaded: LoadedModel, norm: torch.nn.Module) -> torch.Tensor:
     """A norm's per-feature gain as it multiplies: ``weight``, or ``1 + weight`` for Gemma's RMSNorm."""
     weight = norm.weight.detach()
