@@ -73,10 +73,12 @@ def n_tokens_of(tiny_model, prompt: str) -> int:
 
 
 def show_tab(page: Page, tab: str, n_tokens: int | None = None) -> None:
-    """Open a tab (only the open tab is drawn) and wait until its figures are drawn, for this run if given."""
+    """Open a tab (only the open tab is drawn) and wait until its figures are drawn, for this run if given (a view
+    that streams its rows, such as the patching grids, says "so far" in its titles until it has them all)."""
     page.locator(".bk-tab", has_text=tab).click()
     names = [name for name in FIGURES_BY_TAB[tab] if n_tokens is not None and name != "block_diagram"]
-    page.wait_for_function(f"""() => ({TITLES})({names}).every(title => title && title.includes("{n_tokens} tokens"))
+    page.wait_for_function(f"""() => ({TITLES})({names}).every(title => title && title.includes("{n_tokens} tokens")
+                                                                && !title.includes("so far"))
                                && {list(FIGURES_BY_TAB[tab])}.every(name => ({FIND_VIEW})(name)?.has_finished())""",
                            timeout=RUN_SECONDS)
 
