@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import time
 
 import numpy as np
@@ -74,13 +75,20 @@ def test_a_collector_left_on_a_loop_that_stopped_running_holds_up_no_run_on_anot
     release = threading.Event()
     busy = [MODEL_THREADS.submit(release.wait) for _ in range(MODEL_THREADS._max_workers)]
     stopped = asyncio.new_event_loop()
-    stranded = stopped.create_task(run_batches.analysed_together(gpt2, PROMPTS[1], True))
-    stopped.run_until_complete(asyncio.sleep(0.05))  # its collector waits for a model thread; the loop stops running
+    stranded = in_a_thread(lambda: stopped.create_task(run_batches.analysed_together(gpt2, PROMPTS[1], True)))
+    in_a_thread(lambda: stopped.run_until_complete(asyncio.sleep(0.05)))  # its collector waits for a model thread
     release.set()
     for job in busy:
         job.result()
     time.sleep(1)  # the collector's job ends on a model thread, and its result waits for the stopped loop
     analysis = run_coroutine(asyncio.wait_for(run_batches.analysed_together(gpt2, PROMPTS[0], True), 20))
     assert analysis.run.prompt == PROMPTS[0]
-    assert stopped.run_until_complete(stranded).run.prompt == PROMPTS[1]
+    assert in_a_thread(lambda: stopped.run_until_complete(stranded)).run.prompt == PROMPTS[1]
     stopped.close()
+
+
+def in_a_thread(function):
+    """``function()`` in a thread of its own: once a browser test has run, pytest-playwright keeps a loop running in
+    the main thread, and no other loop may run there."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(function).result()
