@@ -75,9 +75,11 @@ def test_a_collector_left_on_a_loop_that_stopped_running_holds_up_no_run_on_anot
     release = threading.Event()
     busy = [MODEL_THREADS.submit(release.wait) for _ in range(MODEL_THREADS._max_workers)]
     stopped = asyncio.new_event_loop()
-    stranded = in_a_thread(lambda: stopped.create_task(run_batches.analysed_together(gpt2, PROMPTS[1], True)))
-    in_a_thread(lambda: stopped.run_until_complete(asyncio.sleep(0.05)))  # its collector waits for a model thread
-    release.set()
+    try:
+        stranded = in_a_thread(lambda: stopped.create_task(run_batches.analysed_together(gpt2, PROMPTS[1], True)))
+        in_a_thread(lambda: stopped.run_until_complete(asyncio.sleep(0.05)))  # its collector waits for a model thread
+    finally:
+        release.set()  # the model threads are never left held, whatever happened
     for job in busy:
         job.result()
     time.sleep(1)  # the collector's job ends on a model thread, and its result waits for the stopped loop
