@@ -145,10 +145,10 @@ def test_the_session_opens_a_step_and_writes_its_text_from_both_bos_runs(tiny_gp
     sink numbers of the run with BOS and of one pass without it."""
     from viz_app.session import ExplorerSession, shared_model
 
-    session = ExplorerSession([str(tiny_gpt2_dir)])
+    session = ExplorerSession([str(tiny_gpt2_dir)], state=ExplorerState(bos=False))  # switching BOS runs again
     session.outcomes.append(shared_model(str(tiny_gpt2_dir)))
     session.loaded = session.outcomes[0].loaded
-    session.state.param.update(bos=False, bos_token=session.loaded.tokenizer.bos_token)
+    session.state.bos_token = session.loaded.tokenizer.bos_token
     tasks = session.launcher.__self__.running
 
     async def open_lesson_two():
