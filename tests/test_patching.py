@@ -26,7 +26,10 @@ from page_driving.tiny_models import save_tiny_gpt2
 CLEAN, CORRUPTED = "The capital of France is", "The capital of Italy is"
 ANSWER, WRONG = " Paris", " Rome"
 
-# Where each site is written, as plain module paths of each checkpoint (not the project's family maps).
+# Where each site is written, as plain module paths of each checkpoint (not the project's family maps). Gemma 2/3
+# and OLMo-2 write each sublayer into the stream after its post-norm, under the same module names.
+POST_NORMED_SITES = {"layer_output": "model.layers.{i}", "attention_output": "model.layers.{i}.post_attention_layernorm",
+                     "mlp_output": "model.layers.{i}.post_feedforward_layernorm"}
 SITE_MODULES = {
     "gpt2": {"layer_output": "transformer.h.{i}", "attention_output": "transformer.h.{i}.attn",
              "mlp_output": "transformer.h.{i}.mlp"},
@@ -34,12 +37,7 @@ SITE_MODULES = {
               "mlp_output": "model.layers.{i}.mlp"},
     "gpt_neox": {"layer_output": "gpt_neox.layers.{i}", "attention_output": "gpt_neox.layers.{i}.attention",
                  "mlp_output": "gpt_neox.layers.{i}.mlp"},
-    "gemma2": {"layer_output": "model.layers.{i}", "attention_output": "model.layers.{i}.post_attention_layernorm",
-               "mlp_output": "model.layers.{i}.post_feedforward_layernorm"},
-    "gemma3": {"layer_output": "model.layers.{i}", "attention_output": "model.layers.{i}.post_attention_layernorm",
-               "mlp_output": "model.layers.{i}.post_feedforward_layernorm"},
-    "olmo2": {"layer_output": "model.layers.{i}", "attention_output": "model.layers.{i}.post_attention_layernorm",
-              "mlp_output": "model.layers.{i}.post_feedforward_layernorm"},
+    "gemma2": POST_NORMED_SITES, "gemma3": POST_NORMED_SITES, "olmo2": POST_NORMED_SITES,
 }
 # Weights drawn wider than the default 0.02, so the two prompts' metrics differ by whole logits, not by the
 # thousandths a default tiny model gives, and a 1e-4 tolerance tells a wrong cell from a right one.
