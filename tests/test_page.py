@@ -60,12 +60,24 @@ INJECTED_IMAGES = """() => {
 }"""
 
 
+WATCH_STATUS = """line => {
+    window.statusChanged = false;
+    new MutationObserver(() => { window.statusChanged = true; })
+        .observe(line.getRootNode(), {childList: true, subtree: true, characterData: true});
+}"""
+
+
 def run_prompt(page: Page, prompt: str, n_tokens: int) -> None:
-    """Type a prompt, press Enter, and wait until the status line reports its token count."""
+    """Type a prompt, press Enter, and wait until the status line has changed (a prompt run again reports the same
+    token count, so that alone would not show the new run) and reports the token count with no work in progress."""
+    status = page.locator(".status-line")
+    status.evaluate(WATCH_STATUS)
     box = page.locator(PROMPT_BOX)
     box.fill(prompt)
     box.press("Enter")
-    expect(page.locator(".status-line")).to_contain_text(f" {n_tokens} tokens ", timeout=RUN_SECONDS)
+    page.wait_for_function("() => window.statusChanged", timeout=RUN_SECONDS)
+    expect(status).to_contain_text(f" {n_tokens} tokens ", timeout=RUN_SECONDS)
+    expect(status).not_to_contain_text("…", timeout=RUN_SECONDS)
 
 
 def n_tokens_of(tiny_model, prompt: str) -> int:
@@ -74,11 +86,13 @@ def n_tokens_of(tiny_model, prompt: str) -> int:
 
 def show_tab(page: Page, tab: str, n_tokens: int | None = None) -> None:
     """Open a tab (only the open tab is drawn) and wait until its figures are drawn, for this run if given (a view
-    that streams its rows, such as the patching grids, says "so far" in its titles until it has them all)."""
+    that streams its rows, such as the patching grids, says "not patched yet" and then "so far" in its titles until
+    it has them all)."""
     page.locator(".bk-tab", has_text=tab).click()
     names = [name for name in FIGURES_BY_TAB[tab] if n_tokens is not None and name != "block_diagram"]
     page.wait_for_function(f"""() => ({TITLES})({names}).every(title => title && title.includes("{n_tokens} tokens")
-                                                                && !title.includes("so far"))
+                                                                && !title.includes("so far")
+                                                                && !title.includes("not patched yet"))
                                && {list(FIGURES_BY_TAB[tab])}.every(name => ({FIND_VIEW})(name)?.has_finished())""",
                            timeout=RUN_SECONDS)
 
