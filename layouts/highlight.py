@@ -6,10 +6,13 @@ from __future__ import annotations
 from bokeh.models import ColumnDataSource, CustomJS, Title
 
 HIGHLIGHT_COLOR = "#ff4500"
-# Scrolls whatever holds the figure (the tabs' column below an open lesson, else the page's main area) so that the
-# figure's first labelled mark sits in the middle of what is visible below the lesson panel (or higher, where that
-# keeps the figure's title in view too), and a sideways-scrolling figure (the attribution's many bars) to the mark;
-# retried until the figure is drawn with the new marks.
+# Scrolls whatever holds the figure (the tabs' column below an open lesson, else the page's main area) to show, below
+# the lesson panel, the figure's first labelled mark with, best first: the controls above the figure (the start of
+# the column that holds it under other things) and the whole figure, where they fit together; else the figure's
+# title; else the mark in the middle. What is on screen already stays where the mark and the title are in view and
+# the controls and the whole figure are too or could not be (a tab keeps the scroll the previous tab left). A
+# sideways-scrolling figure (the attribution's many bars) is scrolled to the mark. Retried until the figure is drawn
+# with the new marks.
 BRING_INTO_VIEW = """
 const labelled = source.data.label.findIndex(label => label);
 if (labelled < 0) return;
@@ -38,11 +41,21 @@ const scroll = tries => {
     const top = Math.max(panel ? panel.getBoundingClientRect().bottom : 0, down.getBoundingClientRect().top);
     const bottom = Math.min(window.innerHeight, down.getBoundingClientRect().bottom);
     const y = canvas.top + glyph.sy[labelled];
-    if (y < top + 40 || y > bottom - 40) {
-        let by = y - (top + bottom) / 2;
-        if (by > 0 && y - (canvas.top - top) <= bottom - 40) by = Math.min(by, canvas.top - top);  // keep the title
-        down.scrollBy({top: by});
+    let controls = null;
+    for (let branch = view, up = view.parent; up && !up.model.type.endsWith("Tabs"); branch = up, up = up.parent) {
+        const children = up.model.children;
+        if (Array.isArray(children) && children.indexOf(branch.model) > 0) {
+            controls = up.el.getBoundingClientRect().top;
+            break;
+        }
     }
+    const together = controls !== null && canvas.bottom - controls <= bottom - top;
+    const markShown = by => y - by >= top + 40 && y - by <= bottom - 40;
+    const wholeShown = controls >= top - 1 && canvas.bottom <= bottom + 1;
+    if (markShown(0) && canvas.top >= top - 1 && (!together || wholeShown)) return;
+    if (together) down.scrollBy({top: controls - top});
+    else if (markShown(canvas.top - top)) down.scrollBy({top: canvas.top - top});
+    else down.scrollBy({top: y - (top + bottom) / 2});
 };
 setTimeout(() => scroll(20), 50);
 """

@@ -1,12 +1,13 @@
 """What each lesson step highlights, figure by figure, from the same numbers its text quotes: the pinned block,
-the sink, position 0 and the token followed, the lens cell where the answer first tops, the largest bars, and the
-blocks whose scaling moves the answer most and least."""
+the sink, position 0 and the token followed, the lens cell where the answer first tops, the largest bars, the
+blocks whose scaling moves the answer most and least, and the patched columns of the swapped and the last token."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .lesson_text import LessonInputs, last_position_ranks, scaling_changes
+from .patching_lesson import followed_positions
 
 
 def mark(at, label: str) -> dict:
@@ -71,9 +72,13 @@ def intervention_marks(inputs: LessonInputs) -> dict:
                              mark(n_layers - 1, "lesson: last block, no change")]}
 
 
-def patching_marks(_inputs: LessonInputs) -> dict:
-    """Lesson 7 marks nothing: its text names blocks and positions of the grids' own axes."""
-    return {}
+def patching_marks(inputs: LessonInputs) -> dict:
+    """Lesson 7: the stream grid's columns of the swapped token and of the last token, whose blocks its text names."""
+    followed = followed_positions(inputs.patching)
+    if followed is None:
+        return {}
+    swapped, last = followed
+    return {"patching_layer_output": [mark(swapped, "lesson: swapped token"), mark(last, "lesson: last token")]}
 
 
 MARKS = (block_marks, sink_marks, cosine_marks, lens_marks, attribution_marks, intervention_marks, patching_marks)

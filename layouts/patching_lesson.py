@@ -33,6 +33,19 @@ def block_list(blocks: np.ndarray) -> str:
     return ", ".join(map(str, blocks))
 
 
+def followed_positions(patching: Patching | None) -> tuple[int, int] | None:
+    """The two positions the lesson follows, once every block is patched: the swapped token (of the positions where
+    the prompts differ, the one whose stream patched at block 0 brings back the most) and the last token; None where
+    the runs' differences are equal or the prompts differ nowhere (no patch brings anything back)."""
+    if patching is None or not patching.complete:
+        return None
+    pair, changed = patching.pair, changed_positions(patching)
+    if abs(pair.clean_metric - pair.corrupted_metric) < 1e-6 or not changed:
+        return None
+    stream = patching.normalised("layer_output")
+    return max(changed, key=lambda p: stream[0, p]), pair.corrupted.seq_len - 1
+
+
 def patching_lesson_paragraphs(patching: Patching | None, n_layers: int, shown) -> list[str]:
     """The lesson's paragraphs for the grids on screen, the one that says where the answer is carried first
     (``shown`` formats a token for HTML)."""
@@ -45,13 +58,12 @@ def patching_lesson_paragraphs(patching: Patching | None, n_layers: int, shown) 
              f"<b>{pair.clean_metric:.2f}</b>, the corrupted one with <b>{pair.corrupted_metric:.2f}</b>. Each cell "
              "puts one value of the clean run into the corrupted run; its colour is the share of that gap it brings "
              "back.")
-    changed = changed_positions(patching)
-    if abs(gap) < 1e-6 or not changed:
+    followed = followed_positions(patching)
+    if followed is None:
         return [intro, "The two runs give the same difference here, so no patch can bring anything back: change the "
                        "corrupted prompt or the tokens compared."]
+    subject, last = followed
     stream = patching.normalised("layer_output")
-    last = pair.corrupted.seq_len - 1
-    subject = max(changed, key=lambda p: stream[0, p])
     at_subject, at_last = carrying_blocks(stream[:, subject]), carrying_blocks(stream[:, last])
     where = (f"Patching the stream at the swapped token {shown(pair.clean.tokens[subject])} (position {subject}) "
              f"brings the answer back in blocks <b>{block_list(at_subject)}</b>; at the last token (position {last}) "

@@ -1,6 +1,7 @@
 """Activation patching as heatmaps, block x position: how much of the clean answer comes back when one value of the
 corrupted run is the clean run's. One heatmap for the stream (``layer_output``), one per sublayer's write, filled
-block by block as the rows come; the two exactness checks as numbers; a click on a cell pins that value's card."""
+block by block as the rows come; the two exactness checks as numbers; a click on a cell pins that value's card; the
+lesson's columns outlined on the stream's grid, named under it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bokeh.palettes import RdBu11
 
 from model_backend.tokens import visible_token
 
+from .highlight import column_boxes, marks_for, outside_labels, show_highlight
 from .style import add_color_bar, cells_range, readable_figure, show_ticks, spaced_ticks
 from .tab_view import TabView
 
@@ -123,6 +125,7 @@ class PatchingView(TabView):
             cells.selected.on_change("indices", partial(self._on_tap, site))
             self.figures[site], self.cells[site] = fig, cells
         add_color_bar(self.figures["layer_output"], mapper, COLOR_BAR_TITLE)
+        outside_labels(self.figures["layer_output"])  # made with the figure, as the lens's (BokehJS finds its view)
         self.about = pn.pane.HTML("Run a prompt, then patch it with a corrupted one.")
         self.checks = pn.pane.HTML("")
         self.pinned_note = pn.pane.HTML("")
@@ -135,6 +138,7 @@ class PatchingView(TabView):
             for site, fig in self.figures.items():
                 self.cells[site].data = dict(EMPTY_CELLS)
                 fig.title.text = f"Patched: {SITE_TITLES[site]} · {run.seq_len} tokens · not patched yet"
+            show_highlight(self.figures["layer_output"], [], labels_outside=True)
             self.checks.object = ""
             if note:
                 self.about.object = f"<p class='patching-note'>No patching: {html.escape(note)}</p>"
@@ -154,6 +158,8 @@ class PatchingView(TabView):
             fig.xaxis.major_label_overrides = labels
             show_ticks(fig.yaxis, spaced_ticks(n_layers))
             fig.title.text = f"Patched: {SITE_TITLES[site]} · {seq} tokens{progress}"
+        show_highlight(self.figures["layer_output"], column_boxes(marks_for(self.state, "patching_layer_output"),
+                                                                  n_layers), labels_outside=True)
         self.about.object = metric_line(patching)
         self.checks.object = checks_line(patching)
 

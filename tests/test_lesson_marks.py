@@ -18,9 +18,11 @@ from layouts.lesson_marks import lesson_marks
 from layouts.lesson_text import LessonInputs
 from layouts.logit_lens_view import LogitLensView
 from layouts.norms_view import NormsView
+from layouts.patching_view import PatchingView
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
-from model_backend import detect_sinks, direct_logit_attribution, logit_lens, scaling_sweep
+from model_backend import activation_patching, detect_sinks, direct_logit_attribution, logit_lens, scaling_sweep
+from model_backend.patching import Patching, patch_block
 from test_lessons import inputs_for
 
 
@@ -32,6 +34,14 @@ def results(loaded, run):
     inputs = inputs_for(loaded, run, lens=lens, attribution=direct_logit_attribution(loaded, run, target_id),
                         sweep=scaling_sweep(loaded, run, target_id))
     return inputs, target_id
+
+
+@pytest.fixture(scope="module")
+def patched(loaded):
+    """Lesson 7's inputs: the France prompt patched from the Italy one, " Paris" against " Rome"."""
+    patching = activation_patching(loaded, "The capital of France is", "The capital of Italy is", answer=" Paris",
+                                   wrong=" Rome")
+    return inputs_for(loaded, patching.pair.clean, patching=patching)
 
 
 def marked(step: int, inputs: LessonInputs, figure: str) -> list:
@@ -89,6 +99,19 @@ def test_step_6_marks_the_block_that_moves_the_answer_most_and_the_last_block(re
     assert marked(6, inputs, "intervention") == [int(np.argmax(np.abs(changes[:-1]))), run.n_layers - 1]
 
 
+def test_step_7_marks_the_swapped_tokens_and_the_last_tokens_columns_once_every_block_is_patched(loaded, patched):
+    patching = patched.patching
+    clean, corrupted = patching.pair.clean.tokens, patching.pair.corrupted.tokens
+    swapped = [p for p, (a, b) in enumerate(zip(clean, corrupted)) if a != b]
+    assert [clean[p] for p in swapped] == [" France"]
+    assert marked(7, patched, "patching_layer_output") == [swapped[0], patching.pair.clean.seq_len - 1]
+    assert [m["label"] for m in lesson_marks(7, patched)["patching_layer_output"]] == [
+        "lesson: swapped token", "lesson: last token"]
+    streaming = Patching.empty(patching.pair).with_block(patch_block(loaded, patching.pair, 0))
+    assert lesson_marks(7, dataclasses.replace(patched, patching=streaming)) == {}
+    assert lesson_marks(7, dataclasses.replace(patched, patching=None)) == {}
+
+
 def highlight_data(fig) -> dict:
     renderer = fig.select_one({"name": f"{fig.name}_lesson_highlight"})
     assert renderer is not None and fig.select_one({"name": f"{fig.name}_lesson_highlight_label"}) is not None
@@ -120,3 +143,18 @@ def test_each_view_draws_its_steps_marks_and_clears_them(loaded, results):
             assert all(label.startswith("lesson: ") for label in data["label"] if label)
     state.highlight = {}
     assert all(not highlight_data(figures[name])["at"] for name in lesson_marks(6, inputs))
+
+
+def test_the_patching_view_outlines_step_7s_columns_and_names_them_under_the_grid(loaded, patched):
+    state = ExplorerState(family=loaded.family, run=patched.run, patching=patched.patching)
+    view = PatchingView(state)
+    pn.Column(view).get_root(Document())
+    grid = view.figures["layer_output"]
+    state.highlight = lesson_marks(7, patched)
+    data = highlight_data(grid)
+    assert data["at"] == marked(7, patched, "patching_layer_output")
+    assert data["height"] == [patched.run.n_layers] * 2 and not any(data["shown"])  # whole columns, no label on them
+    assert grid.select_one({"name": "patching_layer_output_lesson_highlight_labels"}).text == (
+        "lesson (dashed outlines): swapped token · last token")
+    state.patching = None  # a new run: its grids are patched again
+    assert not highlight_data(grid)["at"]

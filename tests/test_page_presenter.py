@@ -163,6 +163,27 @@ LESSON_OVERFLOW = f"""() => ({ALL_ELEMENTS})(document).filter(el => el.matches("
 LESSON_BOTTOM = f"""() => Math.max(...({ALL_ELEMENTS})(document).filter(el => el.matches(".lesson-area"))
     .map(el => el.getBoundingClientRect().bottom))"""
 
+# The step's figure on screen: its canvas's top (where its title is) and bottom, and the column that holds it below
+# its controls (the nearest one with something above the figure, in its tab): that column's top and whether each of
+# its inputs, selects and sliders above the figure is on screen.
+STEP_FIGURE = f"""name => {{
+    const shown = {SHOWN};
+    const view = Bokeh.index.query_one(v => v.model.name === name);
+    const canvas = view.canvas_view.el.getBoundingClientRect();
+    let controls = null;
+    for (let branch = view, up = view.parent; up && !up.model.type.endsWith("Tabs"); branch = up, up = up.parent) {{
+        if (Array.isArray(up.model.children) && up.model.children.indexOf(branch.model) > 0) {{
+            const inputs = ({ALL_ELEMENTS})(up.el.shadowRoot ?? up.el).filter(el => el.matches("input, select, .noUi-target")
+                && el.getBoundingClientRect().bottom <= canvas.top && el.getBoundingClientRect().width);
+            controls = {{top: up.el.getBoundingClientRect().top,
+                         shown: inputs.map(el => shown(el) && el.getBoundingClientRect().top >= 0),
+                         names: inputs.map(el => el.tagName + " " + (el.value ?? el.className))}};
+            break;
+        }}
+    }}
+    return {{top: canvas.top, bottom: canvas.bottom, controls}};
+}}"""
+
 # The newest pinned card's box (cards are newest first), and whether the card itself is what shows at a point just
 # inside its top (not clipped away by a scrolling box around it, nor under something else).
 CARD_BOX = f"""() => {{
@@ -237,7 +258,7 @@ def test_every_lesson_step_fits_one_screen_and_covers_nothing(presenter_page):
     page = presenter_page
     page.get_by_role("button", name="▶ Lessons").click()
     problems = []
-    for step in range(1, 7):  # lesson 7 (patching) draws no mark on this tiny model yet: see the closing note
+    for step in range(1, len(STEP_FIGURES) + 1):
         if step > 1:
             page.get_by_role("button", name="Next ▶").click()
         expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of {len(STEP_FIGURES)}", timeout=STEP_SECONDS)
@@ -251,9 +272,26 @@ def test_every_lesson_step_fits_one_screen_and_covers_nothing(presenter_page):
             problems.append(f"lesson {step}: its text scrolls ({overflow} px hidden)")
         problems += [f"lesson {step}: the panel covers {control}" for control in page.evaluate(COVERED_CONTROLS)]
         mark = page.evaluate(HIGHLIGHT, STEP_FIGURES[step - 1])["mark"]
-        if not page.evaluate(LESSON_BOTTOM) <= mark["y"] <= PROJECTOR["height"]:
+        lesson_bottom = page.evaluate(LESSON_BOTTOM)
+        if not lesson_bottom <= mark["y"] <= PROJECTOR["height"]:
             problems.append(f"lesson {step}: its mark is off screen at {mark}")
+        problems += [f"lesson {step}: {problem}" for problem in
+                     hidden_parts(page.evaluate(STEP_FIGURE, STEP_FIGURES[step - 1]), mark, lesson_bottom)]
     assert not problems, "\n".join(problems)
+
+
+def hidden_parts(figure: dict, mark: dict, lesson_bottom: float) -> list[str]:
+    """What a step leaves hidden below the lesson although it fits with the mark: the controls above the figure,
+    where they and the whole figure fit together; else the figure's title, where it fits with the mark."""
+    room = PROJECTOR["height"] - lesson_bottom
+    controls = figure["controls"]
+    if controls is not None and figure["bottom"] - controls["top"] <= room:
+        shown = controls["top"] >= lesson_bottom - 1 and figure["bottom"] <= PROJECTOR["height"] + 1
+        return [] if shown and all(controls["shown"]) else [
+            f"its controls and figure fit on screen together but are not all shown: {figure}"]
+    if mark["y"] - figure["top"] <= room - 40 and figure["top"] < lesson_bottom - 1:
+        return [f"the figure's title is scrolled off, under the lesson, although it fits with the mark: {figure}"]
+    return []
 
 
 @pytest.mark.parametrize("viewport", [PROJECTOR, WIDE], ids=["1024", "1366"])
