@@ -53,7 +53,6 @@ def patching_lesson_paragraphs(patching: Patching | None, n_layers: int, shown) 
         done = 0 if patching is None else patching.blocks_done
         return [f"Patching each block in turn… {done} of {n_layers} blocks so far."]
     pair = patching.pair
-    gap = pair.clean_metric - pair.corrupted_metric
     intro = (f"The clean prompt ends with logit({shown(pair.answer)}) − logit({shown(pair.wrong)}) = "
              f"<b>{pair.clean_metric:.2f}</b>, the corrupted one with <b>{pair.corrupted_metric:.2f}</b>. Each cell "
              "puts one value of the clean run into the corrupted run; its colour is the share of that gap it brings "
