@@ -32,6 +32,9 @@ class ExplorerState(param.Parameterized):
     target = param.String(default="", doc="the target as typed, which the lens, the attribution and the "
                                          "intervention follow once matched to a token; a run fills an empty box "
                                          "with the model's own top prediction")
+    target_as_written = param.String(default="", doc="an offered spelling chosen: while the target box holds "
+                                                     "exactly this text, it is followed as written, no space put "
+                                                     "before it")
     alpha = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="scale applied to one block's output")
     raw_lens = param.Boolean(default=False, doc="read blocks through lm_head without the final norm")
     lens_window = param.Range(default=None, doc="first and last position the lens grid shows; None: the last ones")

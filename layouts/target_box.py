@@ -1,10 +1,11 @@
 """The one target box the logit lens, the attribution and the intervention share: the typed text, and the token it
 became shown as a token (its space visible, its id, its probability as the next token), other spellings that are
-one token, and why a typed word that is several tokens is not followed."""
+one token as buttons that follow them, and why a typed word that is several tokens is not followed."""
 
 from __future__ import annotations
 
 import html
+from functools import partial
 
 import panel as pn
 
@@ -49,19 +50,42 @@ def target_note(match, run) -> str:
                  f"tokens, {pieces}. A target must be one token, so the views still follow "
                  f"{followed_token(match, after)}."]
     else:
-        how = ", with the space a word has here" if match.written.text != match.typed else ""
+        how = (", as written" if match.as_written else
+               ", with the space a word has here" if match.written.text != match.typed else "")
         lines = [f"Following {followed_token(match, after)} · typed “{typed}”{how}."]
     if match.others:
-        offered = ", ".join(f"{shown_token(other.labels[0])} (token {other.token_ids[0]}, p = "
-                            f"{probability_text(other.probability)})" for other in match.others)
-        lines.append(f"Other spellings, one token each: {offered}.")
+        lines.append("Other spellings, one token each (click one to follow it):")
     return "".join(f"<p class='target-note'>{line}</p>" for line in lines)
 
 
+def spelling_label(other) -> str:
+    """An offered spelling as a button says it: the token (space visible), its id and its probability (plain text:
+    a button's label is never read as HTML)."""
+    return f"{visible_token(other.labels[0])} · token {other.token_ids[0]} · p = {probability_text(other.probability)}"
+
+
+def follow_spelling(state: ExplorerState, text: str, _event=None) -> None:
+    """Follow an offered spelling: the box holds its text, taken as written (no space put before it)."""
+    state.param.update(target_as_written=text, target=text)
+
+
+def spelling_buttons(state: ExplorerState, match) -> pn.FlexBox:
+    """One button per other spelling of the typed word that is one token; a click follows it."""
+    buttons = []
+    for other in match.others if match is not None else ():
+        button = pn.widgets.Button(label=spelling_label(other), color="primary", variant="outline",
+                                   css_classes=["other-spelling"])
+        button.on_click(partial(follow_spelling, state, other.text))
+        buttons.append(button)
+    return pn.FlexBox(*buttons, sizing_mode="stretch_width")
+
+
 def target_box(state: ExplorerState, width: int = 240):
-    """The target's text box and, under it, the token it became: the same in every tab that follows a target."""
+    """The target's text box and, under it, the token it became and the other spellings to choose from: the same in
+    every tab that follows a target."""
     box = pn.widgets.TextInput.from_param(state.param.target, width=width,
                                           placeholder=TARGET_BOX_PLACEHOLDER)
-    note = pn.pane.HTML(pn.bind(target_note, state.param.target_match, state.param.run),
-                        sizing_mode="stretch_width", css_classes=["target-box"])
+    note = pn.Column(pn.pane.HTML(pn.bind(target_note, state.param.target_match, state.param.run),
+                                  sizing_mode="stretch_width", css_classes=["target-box"]),
+                     pn.bind(spelling_buttons, state, state.param.target_match), sizing_mode="stretch_width")
     return box, note

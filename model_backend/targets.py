@@ -33,12 +33,14 @@ class Spelling:
 @dataclass(frozen=True)
 class TargetMatch:
     """What a typed target became: the token every view follows, the typed text as the next token would write it
-    (None for an empty box: the model's top prediction), and other spellings that are one token each."""
+    (None for an empty box: the model's top prediction), other spellings that are one token each, and whether the
+    text was taken as written (an offered spelling chosen), with no space put before it."""
 
     typed: str
     followed: Spelling
     written: Spelling | None
     others: tuple[Spelling, ...]
+    as_written: bool = False
 
     @property
     def token_id(self) -> int:
@@ -87,16 +89,17 @@ def other_spellings(prompt: str, typed: str) -> list[str]:
 
 
 def match_target(loaded, run, typed: str, fallback_id: int | None = None,
-                 probabilities: np.ndarray | None = None) -> TargetMatch:
+                 probabilities: np.ndarray | None = None, *, as_written: bool = False) -> TargetMatch:
     """Match the typed target after the run's prompt: one token is followed; several are named and the views keep
     ``fallback_id`` (default: the model's top prediction); an empty box follows the top prediction.
-    ``probabilities``: the run's next-token probabilities, if already computed (else read from its logits)."""
+    ``probabilities``: the run's next-token probabilities, if already computed (else read from its logits);
+    ``as_written``: the text is written after the prompt as it is (an offered spelling), no space put before it."""
     check_no_surrogate(typed, "target")
     probabilities = next_token_probabilities(run) if probabilities is None else probabilities
     top = int(probabilities.argmax())
     if not typed.strip():
         return TargetMatch(typed, spelling_of_id(loaded, top, probabilities), None, ())
-    written = spelling(loaded, run.prompt, next_token_text(run.prompt, typed), probabilities)
+    written = spelling(loaded, run.prompt, typed if as_written else next_token_text(run.prompt, typed), probabilities)
     others = [spelling(loaded, run.prompt, text, probabilities) for text in other_spellings(run.prompt, typed)
               if text != written.text]
     seen = {written.token_ids}
@@ -107,4 +110,4 @@ def match_target(loaded, run, typed: str, fallback_id: int | None = None,
             offered.append(other)
     followed = written if written.is_one_token else spelling_of_id(
         loaded, top if fallback_id is None else fallback_id, probabilities)
-    return TargetMatch(typed, followed, written, tuple(offered))
+    return TargetMatch(typed, followed, written, tuple(offered), as_written)

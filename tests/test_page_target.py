@@ -77,7 +77,7 @@ def test_a_typed_word_is_followed_as_its_spaced_token_in_every_tab(page_with_che
     type_target(page, "London")
     expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed} · typed “London”, with the "
                                                                 "space a word has here.")
-    expect(visible(page, ".target-note").nth(1)).to_contain_text("London (token 23421")  # the other spelling
+    expect(visible(page, ".other-spelling").first).to_contain_text("London · token 23421")  # the other spelling
     page.wait_for_function("""() => {
         const view = Bokeh.index.query_one(v => v.model.name === "lens_target");
         return view && view.model.title.text.startsWith("p(␣London)") && view.has_finished();
@@ -110,6 +110,52 @@ def test_a_typed_word_is_followed_as_its_spaced_token_in_every_tab(page_with_che
     expect(visible(page, ".target-note").first).to_contain_text("“<img src=x onerror=alert(1)>” is not one token")
     assert page.evaluate(INJECTED_IMAGES) == 0
     page.screenshot(path=ARTIFACTS / "page-target-refused.png")
+
+
+def lens_target_title_and_last_p(page: Page) -> tuple[str, float]:
+    """The lens's target plot: its title, and the target's probability at the last row (the model's output)."""
+    return page.evaluate("""() => {
+        const view = Bokeh.index.query_one(v => v.model.name === "lens_target");
+        const data = view.model.renderers.map(r => r.data_source).find(s => s.name === "lens_target_probs").data;
+        return [view.model.title.text, data.x[data.x.length - 1]];
+    }""")
+
+
+def test_a_clicked_other_spelling_is_followed_in_every_tab(page_with_checks, tiny_model):
+    """Typed "London" is " London" after the prompt; its other spelling "London" (23421), clicked, is followed as
+    written by the lens, the attribution and the intervention, and offers " London" back."""
+    page = page_with_checks
+    run = capture_run(tiny_model, FRANCE, bos=True)
+    chosen = match_target(tiny_model, run, "London", as_written=True).followed
+    assert chosen.token_ids == (23421,) and chosen.labels == ("London",)
+    followed = f"London (token 23421) · p = {probability_text(chosen.probability)} after ␣is"
+    run_prompt(page, FRANCE, run.seq_len)
+    show_tab(page, "Logit lens", run.seq_len)
+    type_target(page, "London")
+    expect(visible(page, ".target-note").first).to_contain_text("Following ␣London (token 3576)")
+    visible(page, ".other-spelling").filter(has_text="London · token 23421").click()
+    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed} · typed “London”, as written.")
+    expect(visible(page, ".other-spelling").first).to_contain_text("␣London · token 3576")  # the way back
+    page.wait_for_function("""() => {
+        const view = Bokeh.index.query_one(v => v.model.name === "lens_target");
+        return view && view.model.title.text.startsWith("p(London)") && view.has_finished();
+    }""")
+    assert math.isclose(lens_target_title_and_last_p(page)[1], chosen.probability, rel_tol=1e-3)
+    page.screenshot(path=ARTIFACTS / "page-target-other-spelling.png")
+
+    show_tab(page, "Logit attribution", run.seq_len)
+    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed}")
+    expect(page.locator(".attribution-about")).to_contain_text("Logit of London (token 23421")
+    _, logit = shown_sum_and_logit(page)
+    assert abs(logit - direct_logit_attribution(tiny_model, run, 23421).logit) <= 1e-5
+
+    show_tab(page, "Intervention", run.seq_len)
+    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed}")
+    expect(page.locator("body")).to_contain_text(f"Clean run: log p = {math.log(chosen.probability):.3f}")
+    assert page.evaluate("""() => Bokeh.index.query_one(v => v.model.name === "intervention")
+                                  .model.title.text""").startswith("log p(London) next")
+    type_target(page, "Paris")  # another word typed: matched as a word again, with its space
+    expect(visible(page, ".target-note").first).to_contain_text("Following ␣Paris (token 6342)")
 
 
 def status_tokens(page: Page, n_tokens: int) -> None:

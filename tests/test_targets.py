@@ -34,6 +34,13 @@ def test_a_typed_word_after_a_word_is_the_spaced_token(gpt2, france):
     assert all(spelling.is_one_token for spelling in match.others)
 
 
+def test_an_offered_spelling_is_followed_as_written_and_offers_the_spaced_one_back(gpt2, france):
+    match = match_target(gpt2, france, "London", as_written=True)
+    assert match.as_written and match.followed.token_ids == (23421,) and match.written.text == "London"
+    assert {spelling.text: spelling.token_ids for spelling in match.others} == {" London": (3576,)}
+    assert match.followed.probability == pytest.approx(next_token_probabilities(france)[23421], rel=1e-12)
+
+
 def test_a_target_typed_with_its_space_or_after_a_space_is_taken_as_typed(gpt2, france):
     assert match_target(gpt2, france, " Paris").followed.token_ids == (6342,)
     assert next_token_text("The capital of France is ", "London") == "London"
@@ -97,8 +104,25 @@ def test_the_target_box_says_what_is_followed_and_escapes_what_was_typed(gpt2, f
     assert [probability_text(p) for p in (0.75, 0.0041, 2.4e-05, 3e-9)] == ["75%", "0.41%", "0.0024%", "3.0e-09"]
     note = target_note(match_target(gpt2, france, "London"), france)
     assert "<code>␣London</code> (token 3576)" in note and "typed “London”, with the space a word has here" in note
-    assert "<code>London</code> (token 23421" in note
+    assert "Other spellings, one token each (click one to follow it)" in note
     refused = target_note(match_target(gpt2, france, "<b>x</b>y", fallback_id=3576), france)
     assert "“&lt;b&gt;x&lt;/b&gt;y” is not one token" in refused and "<b>x" not in refused
     assert "still follow <code>␣London</code> (token 3576)" in refused
     assert "the model's top prediction" in target_note(match_target(gpt2, france, ""), france)
+
+
+def test_each_other_spelling_is_a_button_that_follows_it_as_written(gpt2, france):
+    from layouts.state import ExplorerState
+    from layouts.target_box import probability_text, spelling_buttons, target_note
+
+    state = ExplorerState(run=france, target="London")
+    match = match_target(gpt2, france, "London")
+    buttons = spelling_buttons(state, match).objects
+    london = next(s for s in match.others if s.text == "London")
+    assert [button.label for button in buttons] == [
+        f"London · token 23421 · p = {probability_text(london.probability)}"]
+    buttons[0].clicks += 1
+    assert (state.target, state.target_as_written) == ("London", "London")
+    chosen = target_note(match_target(gpt2, france, "London", as_written=True), france)
+    assert "<code>London</code> (token 23421)" in chosen and "typed “London”, as written." in chosen
+    assert not spelling_buttons(state, match_target(gpt2, france, "")).objects

@@ -50,9 +50,9 @@ def page_run(loaded: LoadedModel, prompt: str, bos: bool) -> Run:
     return capture_token_ids(loaded, token_ids, prompt=prompt, bos=bos)
 
 
-def analysis_of(loaded: LoadedModel, run: Run, typed_target: str = "") -> Analysis:
+def analysis_of(loaded: LoadedModel, run: Run, typed_target: str = "", target_as_written: bool = False) -> Analysis:
     """What every view needs from a run just captured; a typed target that is not one token after this prompt
-    leaves the views on the top prediction."""
+    leaves the views on the top prediction (``target_as_written``: an offered spelling, matched as written)."""
     probabilities = next_token_probabilities(run)
     return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run),
-                    match_target(loaded, run, typed_target, probabilities=probabilities), probabilities)
+                    match_target(loaded, run, typed_target, probabilities=probabilities, as_written=target_as_written), probabilities)

@@ -35,6 +35,7 @@ class AskedRun:
     bos: bool
     typed_target: str  # matched after the prompt once its run is captured
     analysis: Future
+    target_as_written: bool = False  # the typed target is an offered spelling, matched as written
 
 
 # Collectors are kept per model and per event loop (ids of both): a collector on a loop that stopped running (a
@@ -45,10 +46,11 @@ _asking = threading.Lock()
 _jobs: set[asyncio.Future] = set()  # collecting jobs scheduled, kept referenced until they end
 
 
-async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool, typed_target: str = "") -> Analysis:
+async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool, typed_target: str = "",
+                            target_as_written: bool = False) -> Analysis:
     """What every view needs from the prompt's run, if within the page's limits, its pass shared with the runs of
     other sessions that wait for ``loaded`` at the same moment."""
-    asked = AskedRun(prompt, bos, typed_target, Future())
+    asked = AskedRun(prompt, bos, typed_target, Future(), target_as_written)
     key = (id(loaded), id(asyncio.get_running_loop()))
     with _asking:
         _waiting.setdefault(key, []).append(asked)
@@ -105,7 +107,7 @@ def analyse_waiting(loaded: LoadedModel, key: tuple[int, int]) -> list[tuple[Ask
             continue
         for (asked, _), run in zip(batch, runs):
             try:
-                outcomes.append((asked, analysis_of(loaded, run, asked.typed_target)))
+                outcomes.append((asked, analysis_of(loaded, run, asked.typed_target, asked.target_as_written)))
             except Exception as error:  # noqa: BLE001 - the session reports it
                 outcomes.append((asked, error))
     return outcomes

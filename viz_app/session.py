@@ -78,7 +78,7 @@ class ExplorerSession(TabJobs):
         self.state.param.watch(self.launcher(self.prepare_npz), "npz_requested")
         self.npz_path = None
         self.state.param.watch(self.launcher(self.run_prompt), "bos")
-        self.state.param.watch(self.match_typed_target, "target")
+        self.state.param.watch(self.match_typed_target, ["target", "target_as_written"])
         self.next_probabilities = (None, None)  # (run, its next-token probabilities): a typed target's match
         self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "target_id"])
         self.state.param.watch(self.forget_target_results, ["target_id", "raw_lens", "alpha"])
@@ -152,7 +152,7 @@ class ExplorerSession(TabJobs):
             started = time.perf_counter()
             analysis = await self.reporting(f"Running the prompt through {loaded.display_name}…",
                                             analysed_together(loaded, state.prompt, state.bos,
-                                                              self.typed_target()))
+                                                              self.typed_target(), self.target_as_written()))
             if analysis is None:
                 self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
                                             "download belong to the previous run")
@@ -180,19 +180,28 @@ class ExplorerSession(TabJobs):
         """The target box's text, or "" when it holds nothing or the top prediction a run put there."""
         return "" if self.state.target in ("", self.predicted_target) else self.state.target
 
+    def target_as_written(self) -> bool:
+        """Whether the box holds the offered spelling last chosen, which is followed as written."""
+        return bool(self.state.target) and self.state.target == self.state.target_as_written
+
     def match_typed_target(self, *_events) -> None:
         """Match the box's new text after the run's prompt and follow it if it is one token; one that is not keeps
         the token followed now, and the target box says why. Only the tokenizer works here (the run's
-        next-token probabilities are kept from its analysis), so it is done at once, in the page's callback."""
+        next-token probabilities are kept from its analysis), so it is done at once, in the page's callback. A
+        spelling chosen is forgotten once the box holds another text."""
         state, run, loaded, typed = self.state, self.state.run, self.loaded, self.typed_target()
+        as_written = self.target_as_written()
+        if state.target_as_written and not as_written:
+            state.target_as_written = ""
         analysed, probabilities = self.next_probabilities
         shown = state.target_match
-        if run is None or loaded is None or (shown is not None and shown.typed == typed):
+        if run is None or loaded is None or (shown is not None and (shown.typed, shown.as_written) == (typed,
+                                                                                                      as_written)):
             return
         if analysed is not run:  # a notebook's run, not analysed here: read from its logits
             probabilities = None
         try:
-            match = match_target(loaded, run, typed, state.target_id, probabilities)
+            match = match_target(loaded, run, typed, state.target_id, probabilities, as_written=as_written)
         except PromptError as error:
             report_failure(self.publisher, error)
             return
