@@ -66,6 +66,11 @@ def test_the_url_written_reads_back_as_the_same_choices():
     choices, notes = url_choices(parsed)
     assert notes == [] and choices == {"prompt": state.prompt, "layer": 2, "token": 5, "bos": False,
                                        "pinned": ["block.1"], "model": "demo", "lesson": 4}
+    chosen = ExplorerState(target=" London", target_as_written=" London")  # an offered spelling clicked
+    parsed = {key: [value.encode() for value in values] for key, values in parse_qs(url_query(chosen)[1:]).items()}
+    assert url_choices(parsed)[0]["target_as_written"] == " London"
+    typed_over = ExplorerState(target="Paris", target_as_written=" London")  # another word typed since
+    assert "target_as_written" not in url_query(typed_over)
 
 
 def test_a_prompt_over_the_byte_limit_is_refused_before_tokenizing(gpt2, monkeypatch):

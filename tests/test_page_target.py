@@ -123,7 +123,7 @@ def lens_target_title_and_last_p(page: Page) -> tuple[str, float]:
 
 def test_a_clicked_other_spelling_is_followed_in_every_tab(page_with_checks, tiny_model):
     """Typed "London" is " London" after the prompt; its other spelling "London" (23421), clicked, is followed as
-    written by the lens, the attribution and the intervention, and offers " London" back."""
+    written by the lens, the attribution and the intervention, offers " London" back, and is kept in the link."""
     page = page_with_checks
     run = capture_run(tiny_model, FRANCE, bos=True)
     chosen = match_target(tiny_model, run, "London", as_written=True).followed
@@ -154,8 +154,13 @@ def test_a_clicked_other_spelling_is_followed_in_every_tab(page_with_checks, tin
     expect(page.locator("body")).to_contain_text(f"Clean run: log p = {math.log(chosen.probability):.3f}")
     assert page.evaluate("""() => Bokeh.index.query_one(v => v.model.name === "intervention")
                                   .model.title.text""").startswith("log p(London) next")
+    expect(page).to_have_url(re.compile(r"[?&]target=London&target_as_written=London(&|$)"))
+    page.goto(page.url)  # the link follows the same token
+    show_tab(page, "Intervention", run.seq_len)
+    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed} · typed “London”, as written.")
     type_target(page, "Paris")  # another word typed: matched as a word again, with its space
     expect(visible(page, ".target-note").first).to_contain_text("Following ␣Paris (token 6342)")
+    expect(page).not_to_have_url(re.compile("target_as_written"))
 
 
 def status_tokens(page: Page, n_tokens: int) -> None:

@@ -18,8 +18,8 @@ from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
 from viz_app.panel_internals import PageLocation
 
-URL_KEYS = ("prompt", "model", "compare", "bos", "pinned", "layer", "token", "target", "presenter", "lesson",
-            "corrupted_prompt", "patch_answer", "patch_wrong")
+URL_KEYS = ("prompt", "model", "compare", "bos", "pinned", "layer", "token", "target", "target_as_written",
+            "presenter", "lesson", "corrupted_prompt", "patch_answer", "patch_wrong")
 LESSON_STEPS = ExplorerState.param.lesson.bounds[1]
 PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server keeps for the page
 POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
@@ -98,6 +98,7 @@ READERS = {
     "layer": lambda text: read_position(text, "block"),
     "token": lambda text: read_position(text, "token"),
     "target": read_target,
+    "target_as_written": read_target,
     "presenter": lambda text: read_switch(text, "presenter"),
     "lesson": read_lesson,
     "corrupted_prompt": read_prompt,
@@ -139,6 +140,9 @@ def url_query(state: ExplorerState) -> str:
         "layer": str(state.layer),
         "token": str(state.token),
         "target": UrlText.serialize(state.target),
+        # an offered spelling chosen, kept only while the box holds it (a link then follows the same token)
+        "target_as_written": (UrlText.serialize(state.target_as_written)
+                              if state.target and state.target == state.target_as_written else None),
         "presenter": "true" if state.presenter else None,
         "lesson": str(state.lesson),
         "corrupted_prompt": UrlText.serialize(state.corrupted_prompt) or None,
