@@ -141,12 +141,10 @@ class LensReader:
             off_screen = not self.unread_shown(unread).size
             gives_way = GivesWay(lambda: not alone_in_model_threads()
                                  or self.unread_shown(unread).size > 0) if off_screen else None
-            async with self.worker.lock:
-                if not job.current:
-                    return None
-                part = await self.worker.run("Reading the logit lens…", logit_lens, loaded, run, k=LENS_TOP_K,
-                                             target_id=target_id, raw=self.state.raw_lens, positions=positions,
-                                             keep_reading=gives_way, gives_way=gives_way is not None)
+            part = await self.worker.run_if_current(job, "Reading the logit lens…", logit_lens, loaded, run,
+                                                    k=LENS_TOP_K, target_id=target_id, raw=self.state.raw_lens,
+                                                    positions=positions, keep_reading=gives_way,
+                                                    gives_way=gives_way is not None)
             if part is not None or gives_way is None or not gives_way.gave_way:
                 return part
         return None

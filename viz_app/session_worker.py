@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable
 
 from .failures import report_failure
+from .jobs import Job
 from .model_work import in_model_thread
 from .publishing import Publisher
 
@@ -23,6 +24,14 @@ class SessionWorker:
         """``function(*args, **kwargs)`` on a shared model thread while the page says what it is doing; on failure
         report it and return None."""
         return await self.reporting(doing, in_model_thread(function, *args, **kwargs))
+
+    async def run_if_current(self, job: Job, doing: str, function, *args, **kwargs):
+        """``run`` for ``job`` once this page's earlier jobs have taken their turn, or None without running it if
+        the job is no longer wanted by then."""
+        async with self.lock:
+            if not job.current:
+                return None
+            return await self.run(doing, function, *args, **kwargs)
 
     async def reporting(self, doing: str, work: Awaitable):
         """Await ``work`` while the page says what it is doing; on failure report it and return None."""

@@ -49,21 +49,15 @@ class TabJobs:
         if target_id is None:
             self.publisher.update(message="Type a target token for the intervention.")
             return
-        async with self.worker.lock:
-            if not job.current:
-                return
-            clean = await self.worker.run("Running the prompt once, nothing scaled…", unscaled_logprob, loaded, run,
-                                          target_id)
+        clean = await self.worker.run_if_current(job, "Running the prompt once, nothing scaled…", unscaled_logprob,
+                                                 loaded, run, target_id)
         if clean is None or not job.current:
             return
         alpha, scaled, vocabulary = state.alpha, [], vocabulary_size(run)
         job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
         for layer in range(run.n_layers):
-            async with self.worker.lock:
-                if not job.current:
-                    return
-                point = await self.worker.run(f"Scaling block {layer}…", scaled_logprob, loaded, run, target_id,
-                                              layer, alpha=alpha)
+            point = await self.worker.run_if_current(job, f"Scaling block {layer}…", scaled_logprob, loaded, run,
+                                                     target_id, layer, alpha=alpha)
             if point is None or not job.current:
                 return
             scaled.append(point)
@@ -93,10 +87,8 @@ class TabJobs:
         patching = Patching.empty(pair)
         job.publish(patching=patching, patching_note="")
         for layer in range(run.n_layers):
-            async with self.worker.lock:
-                if not job.current:
-                    return
-                block = await self.worker.run(f"Patching block {layer}…", patch_block, loaded, pair, layer)
+            block = await self.worker.run_if_current(job, f"Patching block {layer}…", patch_block, loaded, pair,
+                                                     layer)
             if block is None or not job.current:
                 return
             patching = patching.with_block(block)
