@@ -28,7 +28,7 @@ def file_name(tab: str) -> str:
     return tab.lower().replace(" & ", "-").replace(" ", "-") + ".png"
 
 
-async def wait_until_settled(page) -> None:
+async def wait_until_quiet(page) -> None:
     """Wait until the page has shown no work in progress for a while: a tab's later reads (the lens's other
     positions, the sweep's next block) start after the first ones end."""
     quiet = 0
@@ -51,7 +51,7 @@ async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path
             await page.wait_for_timeout(SETTLE_MS)
             if tab == "Intervention":
                 await page.get_by_role("button", name="Scale each block").click()
-            await wait_until_settled(page)
+            await wait_until_quiet(page)
             saved.append(out / file_name(tab))
             await page.screenshot(path=str(saved[-1]))
         await browser.close()

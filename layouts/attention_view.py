@@ -12,7 +12,8 @@ from bokeh.palettes import Magma256
 from model_backend.norms import attention_share_received
 from model_backend.run import Run
 
-from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, token_axis_labels
+from .heatmap import heatmap, show_cells
+from .style import show_ticks, token_axis_labels
 from .tab_view import TabView
 
 MEAN_OVER_HEADS = "mean over heads"
@@ -21,14 +22,9 @@ MEAN_OVER_HEADS = "mean over heads"
 def pattern_heatmap() -> tuple:
     """An empty [query, key] pattern image, query 0 at the top (figure ``attention_pattern``), and its source."""
     mapper = LinearColorMapper(palette=Magma256, low=0.0, high=1.0)
-    fig = readable_figure(name="attention_pattern", width=560, height=500, x_range=(-0.5, 0.5), y_range=(0.5, -0.5),
-                          tooltips=[("query", "$y{0}"), ("key", "$x{0}"), ("weight / row max", "@image{0.000}")])
-    source = image_source(fig, mapper)
-    fig.xaxis.major_label_orientation = 0.9
-    fig.xaxis.axis_label = "key"
-    fig.yaxis.axis_label = "query"
-    add_color_bar(fig, mapper, "weight / row max")
-    return fig, source
+    return heatmap("attention_pattern", mapper, "weight / row max", rows_down=True, x_label="key", y_label="query",
+                   slanted_x=True, width=560, height=500,
+                   tooltips=[("query", "$y{0}"), ("key", "$x{0}"), ("weight / row max", "@image{0.000}")])
 
 
 def per_query_scaled(pattern: np.ndarray) -> np.ndarray:
@@ -40,13 +36,8 @@ def per_query_scaled(pattern: np.ndarray) -> np.ndarray:
 def sink_share_grid() -> tuple:
     """An empty layer × head grid of the share of later queries' attention on the sink (figure ``sink_share``)."""
     mapper = LinearColorMapper(palette=Magma256, low=0.0, high=1.0)
-    fig = readable_figure(name="sink_share", width=440, height=500, x_range=(-0.5, 0.5), y_range=(0.5, -0.5),
-                          tooltips=[("layer", "$y{0}"), ("head", "$x{0}"), ("share", "@image{0.00}")])
-    source = image_source(fig, mapper)
-    fig.xaxis.axis_label = "head"
-    fig.yaxis.axis_label = "layer"
-    add_color_bar(fig, mapper, "share")
-    return fig, source
+    return heatmap("sink_share", mapper, "share", rows_down=True, x_label="head", y_label="layer", width=440,
+                   height=500, tooltips=[("layer", "$y{0}"), ("head", "$x{0}"), ("share", "@image{0.00}")])
 
 
 class AttentionView(TabView):
@@ -86,9 +77,7 @@ class AttentionView(TabView):
         pattern = self.state.pattern
         matrix = pattern.mean(axis=0) if head is None else pattern[head]
         n = run.seq_len
-        show_matrix(self.pattern_image, per_query_scaled(matrix))
-        cells_range(self.pattern_fig.x_range, n)
-        cells_range(self.pattern_fig.y_range, n, flipped=True)
+        show_cells(self.pattern_fig, self.pattern_image, per_query_scaled(matrix), rows_down=True)
         labels = token_axis_labels(run.tokens)
         self.pattern_fig.xaxis.major_label_overrides = labels
         self.pattern_fig.yaxis.major_label_overrides = labels
@@ -98,9 +87,7 @@ class AttentionView(TabView):
     def show_sink_share(self, run: Run, sink_positions: list[int]) -> None:
         sink = sink_positions[0] if sink_positions else 0
         share = attention_share_received(run)[:, :, sink]  # [layer, head]
-        show_matrix(self.share_image, np.nan_to_num(share))
-        cells_range(self.share_fig.x_range, run.n_heads)
-        cells_range(self.share_fig.y_range, run.n_layers, flipped=True)
+        show_cells(self.share_fig, self.share_image, np.nan_to_num(share), rows_down=True)
         show_ticks(self.share_fig.xaxis, range(run.n_heads))
         show_ticks(self.share_fig.yaxis, range(run.n_layers))
         what = f"sink {sink}" if sink_positions else "pos 0 (no sink)"

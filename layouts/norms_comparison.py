@@ -15,7 +15,8 @@ from model_backend.boundaries import residual_boundaries
 from model_backend.norms import SinkReport
 from model_backend.run import Run
 
-from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, spaced_ticks
+from .heatmap import heatmap, show_cells
+from .style import show_ticks, spaced_ticks
 from .tab_view import TabView
 
 NOTHING = "nothing"
@@ -31,13 +32,10 @@ class ComparedRun:
 
 def compared_heatmap(name: str, mapper) -> tuple:
     """An empty heatmap (figure ``name``) on the shared ``mapper``, its image source and its sink marks."""
-    fig = readable_figure(name=name, height=260, x_range=(-0.5, 0.5), y_range=(-0.5, 0.5),
-                          tooltips=[("position", "$x{0}"), ("norm", "@image{0.0}")])
-    image = image_source(fig, mapper)
+    fig, image = heatmap(name, mapper, "norm", tooltips=[("position", "$x{0}"), ("norm", "@image{0.0}")],
+                         x_label="position", height=260)
     sinks = ColumnDataSource({"position": []})
     fig.vspan(x="position", source=sinks, line_color="#d62728", line_width=3)
-    fig.xaxis.axis_label = "position"
-    add_color_bar(fig, mapper, "norm")
     return fig, image, sinks
 
 
@@ -57,9 +55,7 @@ def shared_color_range(matrices: list[np.ndarray], skip_first: bool = True) -> t
 def show_norms(fig, image, marks, run: Run, sinks: SinkReport, norms: np.ndarray) -> None:
     """Draw one run's norms, boundary labels, sink marks and title into one of the heatmaps."""
     labels = [label for label, _ in residual_boundaries(run)]
-    show_matrix(image, norms)
-    cells_range(fig.x_range, run.seq_len)
-    cells_range(fig.y_range, len(labels))
+    show_cells(fig, image, norms)
     show_ticks(fig.yaxis, spaced_ticks(len(labels)))
     fig.yaxis.major_label_overrides = dict(enumerate(labels))
     marks.data = {"position": [s.position for s in sinks.sinks]}

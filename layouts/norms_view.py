@@ -18,21 +18,17 @@ from model_backend.run import Run
 from model_backend.tokens import visible_token
 
 from .downloads import csv_download
+from .heatmap import heatmap, show_cells
 from .highlight import column_boxes, marks_for, show_highlight, span_boxes
 from .norms_comparison import NormsComparisonView, shared_color_range
-from .style import (add_color_bar, cells_range, image_source, readable_figure, show_matrix, show_ticks, spaced_ticks,
-                    token_axis_labels)
+from .style import add_color_bar, readable_figure, show_ticks, spaced_ticks, token_axis_labels
 from .tab_view import TabView
 
 
 def norms_heatmap(mapper) -> tuple:
     """An empty boundaries × positions heatmap (figure ``norms_heatmap``) and its image source."""
-    fig = readable_figure(name="norms_heatmap", height=300, x_range=(-0.5, 0.5), y_range=(-0.5, 0.5),
-                          tooltips=[("position", "$x{0}"), ("norm", "@image{0.0}")])
-    source = image_source(fig, mapper)
-    fig.xaxis.axis_label = "position"
-    add_color_bar(fig, mapper, "norm")
-    return fig, source
+    return heatmap("norms_heatmap", mapper, "norm", tooltips=[("position", "$x{0}"), ("norm", "@image{0.0}")],
+                   x_label="position", height=300)
 
 
 def norms_lines(*, log_scale: bool) -> tuple:
@@ -139,9 +135,7 @@ class NormsView(TabView):
         low, high = shared_color_range([norms], self.skip_first_in_colors)
         for mapper in (self.linear_mapper, self.log_mapper):
             mapper.update(low=low, high=high)
-        show_matrix(self.heatmap_image, norms)
-        cells_range(self.heatmap.x_range, n)
-        cells_range(self.heatmap.y_range, len(labels))
+        show_cells(self.heatmap, self.heatmap_image, norms)
         show_ticks(self.heatmap.yaxis, spaced_ticks(len(labels)))
         self.heatmap.yaxis.major_label_overrides = dict(enumerate(labels))
         self.heatmap.xaxis.major_label_overrides = token_axis_labels(run.tokens)

@@ -14,8 +14,9 @@ from model_backend.run import Run
 from model_backend.similarity import laminar_profile, token_across_layers, tokens_within_layer
 from model_backend.tokens import visible_token
 
+from .heatmap import heatmap, show_cells
 from .highlight import first_row_boxes, marks_for, row_and_column_boxes, show_highlight
-from .style import add_color_bar, cells_range, image_source, readable_figure, show_matrix
+from .style import cells_range, readable_figure, show_matrix
 from .tab_view import TabView
 
 MAX_PAIRS_DRAWN = 3000
@@ -33,20 +34,15 @@ def similarity_mapper() -> LinearColorMapper:
 
 def matrix_heatmap(name: str) -> tuple:
     """An empty square similarity heatmap, row 0 at the top, with its source and colour mapper."""
-    fig = readable_figure(name=name, width=SQUARE + 80, height=SQUARE + 50, x_range=(-0.5, 0.5), y_range=(0.5, -0.5),
-                          tooltips=[("row", "$y{0}"), ("column", "$x{0}"), ("cosine", "@image{0.000}")])
     mapper = similarity_mapper()
-    source = image_source(fig, mapper)
-    fig.xaxis.major_label_orientation = 0.9
-    add_color_bar(fig, mapper, "cosine")
+    fig, source = heatmap(name, mapper, "cosine", rows_down=True, slanted_x=True, width=SQUARE + 80, height=SQUARE + 50,
+                          tooltips=[("row", "$y{0}"), ("column", "$x{0}"), ("cosine", "@image{0.000}")])
     return fig, source, mapper
 
 
 def show_square(fig, source, matrix: np.ndarray, labels: list[str], title: str) -> None:
     """Put a square matrix and its row/column labels into a ``matrix_heatmap``."""
-    show_matrix(source, matrix)
-    cells_range(fig.x_range, len(labels))
-    cells_range(fig.y_range, len(labels), flipped=True)
+    show_cells(fig, source, matrix, rows_down=True)
     overrides = dict(enumerate(labels))
     fig.xaxis.major_label_overrides = overrides
     fig.yaxis.major_label_overrides = overrides
@@ -57,12 +53,9 @@ def laminar_figures() -> tuple:
     """Empty figures for every token pair against boundary (``laminar_profile``) and the mean per boundary
     (``laminar_mean``), with their sources and the pairs' colour mapper."""
     mapper = similarity_mapper()
-    fig = readable_figure(name="laminar_profile", width=SQUARE + 90, height=SQUARE, x_range=(-0.5, 0.5),
-                          y_range=(0, 1), tooltips=[("boundary", "$x{0}"), ("cosine", "@image{0.000}")])
-    pairs = image_source(fig, mapper, y=0)
-    fig.xaxis.major_label_orientation = 0.9
-    fig.yaxis.axis_label = "token pair"
-    add_color_bar(fig, mapper, "cosine")
+    fig, pairs = heatmap("laminar_profile", mapper, "cosine", y_range=(0, 1), image_y=0, slanted_x=True,
+                         y_label="token pair", width=SQUARE + 90, height=SQUARE,
+                         tooltips=[("boundary", "$x{0}"), ("cosine", "@image{0.000}")])
     mean = readable_figure(name="laminar_mean", width=SQUARE, height=SQUARE, x_range=fig.x_range,
                            title="Mean over pairs per boundary",
                            tooltips=[("boundary", "$x{0}"), ("mean cosine", "@y{0.000}")])

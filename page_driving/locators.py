@@ -14,6 +14,7 @@ FIGURES_BY_TAB = {
     "Patching": ("patching_layer_output", "patching_attention_output", "patching_mlp_output"),
 }
 NORMS_TAB = "Norms & sinks"
+STILL_FILLING = ("so far", "not patched yet")  # words in a figure's title while its view still streams its rows
 PROMPT_BOX_PLACEHOLDER = "Type a prompt, press Enter"
 PROMPT_BOX = f"input[placeholder='{PROMPT_BOX_PLACEHOLDER}']"
 TARGET_BOX_PLACEHOLDER = "a word, e.g. London (empty: top prediction)"  # one box in each tab that follows a target

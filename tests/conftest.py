@@ -78,6 +78,7 @@ from playwright.sync_api import Page, expect  # noqa: E402
 
 from page_driving.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
 from page_driving.server import ServedApp, serve_app, stop_server  # noqa: E402
+from page_driving.sync_steps import wait_until_settled  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -133,16 +134,10 @@ def page_with_checks(page: Page, served_app):
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(served_app.url)
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
-    wait_until_idle(page)
+    wait_until_settled(page)
     yield page
-    wait_until_idle(page)  # closing a page while the server still sends to it logs a Tornado traceback
+    wait_until_settled(page)
     assert not errors, errors
-
-
-def wait_until_idle(page: Page) -> None:
-    """Wait until the page shows no work in progress (busy messages end with an ellipsis)."""
-    expect(page.locator(".status-line")).not_to_contain_text("…", timeout=RUN_SECONDS)
-    page.wait_for_timeout(500)
 
 
 # --------------------------------------------------- end of browser fixtures ------------------------------------

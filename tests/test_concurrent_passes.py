@@ -92,3 +92,12 @@ def test_model_jobs_run_two_at_a_time_on_one_core_each_and_alone_on_every_core()
     together, alone = run_coroutine(two_jobs_then_one())
     assert together == [1, 1]
     assert alone == ALL_CORES
+
+
+@pytest.mark.skipif(ALL_CORES < 2, reason="one core: one model thread")
+def test_a_job_that_gives_way_runs_on_one_core_even_alone():
+    async def giving_way_then_not():
+        return (await in_model_thread(torch.get_num_threads, gives_way=True),
+                await in_model_thread(torch.get_num_threads))
+
+    assert run_coroutine(giving_way_then_not()) == (1, ALL_CORES)

@@ -12,9 +12,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import RUN_SECONDS, assert_served_cleanly, package_index_model_or_skip, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, package_index_model_or_skip
 from playwright.sync_api import Page, expect
-from test_page import PROMPT, TITLES, assert_the_tab_shows_the_run, n_tokens_of, run_prompt, show_tab
+from test_page import PROMPT, TITLES, assert_the_tab_shows_the_run, n_tokens_of
 
 from layouts.lesson_text import LessonInputs, lens_lesson, residual_stream_lesson, shown
 from model_backend import capture_run, detect_sinks, load_model, logit_lens
@@ -25,6 +25,7 @@ from model_backend.targets import match_target
 from model_backend.tokens import next_token_probabilities
 from page_driving.locators import FIGURES_BY_TAB, NORMS_TAB
 from page_driving.server import serve_app, stop_server
+from page_driving.sync_steps import run_prompt, show_tab, wait_until_settled
 
 FRANCE = "The capital of France is"
 COMPARED = ["comparison_heatmap_0", "comparison_heatmap_1"]
@@ -102,12 +103,12 @@ def test_the_page_serves_gemma_beside_smollm2_with_every_tab_and_compares_the_tw
         page.goto(app.url)
         status = page.locator(".status-line")
         expect(status).to_contain_text(f"{SMOLLM2} (", timeout=RUN_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         expect(page.locator(".model-report")).to_contain_text("Gemma's terms of use apply")
         page.locator(f"select:has(option[value='{GEMMA3}']):not(:has(option[value='nothing']))").select_option(GEMMA3)
         expect(status).to_contain_text(f"{GEMMA3} (", timeout=RUN_SECONDS)
         expect(status).to_contain_text("Gemma's terms of use apply")
-        wait_until_idle(page)
+        wait_until_settled(page)
         run_prompt(page, PROMPT, n_tokens)
         for tab in FIGURES_BY_TAB:
             show_tab(page, tab, n_tokens)
@@ -115,13 +116,13 @@ def test_the_page_serves_gemma_beside_smollm2_with_every_tab_and_compares_the_tw
             assert_the_tab_shows_the_run(page, tab, n_tokens)
         [diagram_title] = page.evaluate(TITLES, ["block_diagram"])
         assert diagram_title.startswith("Gemma 3 architecture · "), diagram_title
-        wait_until_idle(page)
+        wait_until_settled(page)
         page.locator(".bk-tab", has_text=NORMS_TAB).click()
         page.locator("select:has(option[value='nothing'])").select_option(SMOLLM2)
         both_titled = f"""() => {{ const [a, b] = ({TITLES})({COMPARED});
                                    return a?.startsWith("{GEMMA3} · ") && b?.startsWith("{SMOLLM2} · "); }}"""
         page.wait_for_function(both_titled, timeout=RUN_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         page.close()
     finally:
         stop_server(process)

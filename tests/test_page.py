@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-from conftest import RUN_SECONDS, wait_until_idle
+from conftest import RUN_SECONDS
 from PIL import Image
 from playwright.sync_api import Page, expect
 
@@ -16,6 +16,7 @@ from layouts.style import token_axis_labels
 from model_backend import capture_run
 from model_backend.tokens import visible_token
 from page_driving.locators import AXIS_LABELS, FIGURES_BY_TAB, FIND_VIEW, PROMPT_BOX
+from page_driving.sync_steps import click_part, run_prompt, show_tab, wait_until_settled
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
@@ -25,22 +26,6 @@ TITLES = """names => names.map(name => {
     const view = Bokeh.index.query_one(v => v.model.name === name);
     return view ? view.model.title.text : null;
 })"""
-
-DIAGRAM_READY = """([part, pinned]) => {
-    const views = [...Bokeh.index.query(v => v.model.name === "block_diagram")];
-    if (views.length !== 1 || !views[0].has_finished()) return false;
-    const data = views[0].model.renderers.map(r => r.data_source).find(s => s.name === "block_diagram_parts").data;
-    return data.part.includes(part) && pinned.every(id => data.edge[data.part.indexOf(id)] > 3);
-}"""
-
-PART_CENTER = """part => {
-    const view = Bokeh.index.query_one(v => v.model.name === "block_diagram");
-    const source = view.model.renderers.map(r => r.data_source).find(s => s.name === "block_diagram_parts");
-    const i = source.data.part.indexOf(part);
-    const canvas = view.canvas_view.el.getBoundingClientRect();
-    return {x: canvas.left + view.frame.x_scale.compute(source.data.x[i]),
-            y: canvas.top + view.frame.y_scale.compute(source.data.y[i])};
-}"""
 
 LAST_LENS_ROW = """() => {
     const view = Bokeh.index.query_one(v => v.model.name === "logit_lens");
@@ -60,41 +45,8 @@ INJECTED_IMAGES = """() => {
 }"""
 
 
-WATCH_STATUS = """line => {
-    window.statusChanged = false;
-    new MutationObserver(() => { window.statusChanged = true; })
-        .observe(line.getRootNode(), {childList: true, subtree: true, characterData: true});
-}"""
-
-
-def run_prompt(page: Page, prompt: str, n_tokens: int) -> None:
-    """Type a prompt, press Enter, and wait until the status line has changed (a prompt run again reports the same
-    token count, so that alone would not show the new run) and reports the token count with no work in progress."""
-    status = page.locator(".status-line")
-    status.evaluate(WATCH_STATUS)
-    box = page.locator(PROMPT_BOX)
-    box.fill(prompt)
-    box.press("Enter")
-    page.wait_for_function("() => window.statusChanged", timeout=RUN_SECONDS)
-    expect(status).to_contain_text(f" {n_tokens} tokens ", timeout=RUN_SECONDS)
-    expect(status).not_to_contain_text("…", timeout=RUN_SECONDS)
-
-
 def n_tokens_of(tiny_model, prompt: str) -> int:
     return capture_run(tiny_model, prompt, bos=True).seq_len
-
-
-def show_tab(page: Page, tab: str, n_tokens: int | None = None) -> None:
-    """Open a tab (only the open tab is drawn) and wait until its figures are drawn, for this run if given (a view
-    that streams its rows, such as the patching grids, says "not patched yet" and then "so far" in its titles until
-    it has them all)."""
-    page.locator(".bk-tab", has_text=tab).click()
-    names = [name for name in FIGURES_BY_TAB[tab] if n_tokens is not None and name != "block_diagram"]
-    page.wait_for_function(f"""() => ({TITLES})({names}).every(title => title && title.includes("{n_tokens} tokens")
-                                                                && !title.includes("so far")
-                                                                && !title.includes("not patched yet"))
-                               && {list(FIGURES_BY_TAB[tab])}.every(name => ({FIND_VIEW})(name)?.has_finished())""",
-                           timeout=RUN_SECONDS)
 
 
 MARKED_PIXELS = 500  # a figure's plot area shows at least this many pixels of its marks: cells, text, lines, bars
@@ -144,15 +96,6 @@ def test_a_run_updates_every_view(page_with_checks, tiny_model):
         page.mouse.move(0, 0)  # no tooltip over the figures
         assert_the_tab_shows_the_run(page, tab, n_tokens)
     show_tab(page, "Block diagram")
-
-
-def click_part(page: Page, part: str, pinned: tuple[str, ...] = ()) -> None:
-    """Click the centre of a diagram box once the diagram is drawn with it and shows ``pinned`` as pinned
-    (pinning redraws the diagram)."""
-    page.wait_for_function(DIAGRAM_READY, arg=[part, list(pinned)], timeout=RUN_SECONDS)
-    page.wait_for_timeout(350)  # two taps within 300 ms would read as a double tap
-    point = page.evaluate(PART_CENTER, part)
-    page.mouse.click(point["x"], point["y"])
 
 
 def test_clicking_a_block_pins_its_card(page_with_checks):
@@ -219,7 +162,7 @@ def test_dragging_the_lens_grid_shows_earlier_positions_read(page_with_checks, t
     page.mouse.move(grid["x"] + 400, grid["y"], steps=10)
     page.mouse.up()
     page.mouse.move(0, 0)  # no tooltip over the screenshot
-    wait_until_idle(page)
+    wait_until_settled(page)
     dragged = page.evaluate(LENS_GRID)
     assert dragged["start"] < grid["start"] - 3
     shown = range(max(math.ceil(dragged["start"]), 0), math.floor(dragged["end"]) + 1)

@@ -12,8 +12,9 @@ from layouts.attribution_view import AttributionView
 from layouts.state import ExplorerState
 from model_backend import capture_run, direct_logit_attribution
 from model_backend.tokens import visible_token
-from test_page import ARTIFACTS, INJECTED_IMAGES, PROMPT, run_prompt, show_tab
+from test_page import ARTIFACTS, INJECTED_IMAGES, PROMPT
 from page_driving.locators import TARGET_BOX
+from page_driving.sync_steps import run_prompt, show_tab
 
 SHOWN_BARS = """() => {
     const view = Bokeh.index.query_one(v => v.model.name === "logit_attribution");

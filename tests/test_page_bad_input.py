@@ -9,10 +9,11 @@ import random
 
 from playwright.sync_api import Page, expect
 from test_fuzz_prompts import CODE_POINTS, expected_refusal, random_character, random_prompt
-from conftest import RUN_SECONDS, wait_until_idle
-from test_page import ARTIFACTS, INJECTED_IMAGES, n_tokens_of, run_prompt
+from conftest import RUN_SECONDS
+from test_page import ARTIFACTS, INJECTED_IMAGES, n_tokens_of
 
 from page_driving.locators import PROMPT_BOX
+from page_driving.sync_steps import run_prompt, wait_until_settled
 
 SEED = 11
 N_PROMPTS = 20
@@ -71,7 +72,7 @@ def expect_outcome(page: Page, expected: str) -> None:
         expect(page.locator(".error-line")).to_have_count(0)
     else:
         expect(page.locator(".error-line")).to_contain_text(expected, timeout=RUN_SECONDS)
-    wait_until_idle(page)
+    wait_until_settled(page)
 
 
 def test_random_unicode_prompts_show_their_run_or_a_message(page_with_checks, tiny_model, served_app):
@@ -95,7 +96,7 @@ def test_a_prompt_from_the_url_with_surrogate_bytes_runs_as_replacement_characte
     """A URL cannot carry a lone surrogate: its UTF-8 bytes (ED A0 80) arrive as three U+FFFD, which run."""
     page.goto(f"{served_app.url}?prompt=ok%ED%A0%80")
     expect(page.locator(".status-line")).to_contain_text(" tokens ", timeout=RUN_SECONDS)
-    wait_until_idle(page)
+    wait_until_settled(page)
     expect(page.locator(PROMPT_BOX)).to_have_value("ok\ufffd\ufffd\ufffd")
     expect(page.locator(".error-line")).to_have_count(0)
 
@@ -107,14 +108,14 @@ def test_refused_prompts_stay_on_their_own_page(page_with_checks, browser, tiny_
     other.on("console", lambda message: message.type == "error" and other_errors.append(message.text))
     other.goto(served_app.url)
     expect(other.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
-    wait_until_idle(other)
+    wait_until_settled(other)
 
     page.locator(PROMPT_BOX).fill("a." * 2500)  # 5,000 tokens in the box's 5,000 characters at most
     page.locator(PROMPT_BOX).press("Enter")
     run_prompt(other, "Meanwhile, another student runs", n_tokens_of(tiny_model, "Meanwhile, another student runs"))
     expect(page.locator(".error-line")).to_contain_text("the prompt is 5001 tokens long")
     expect(page.locator(".error-line")).to_contain_text("reads at most 64 positions: shorten it")
-    wait_until_idle(page)
+    wait_until_settled(page)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / "page-bad-input.png")
 
@@ -123,7 +124,7 @@ def test_refused_prompts_stay_on_their_own_page(page_with_checks, browser, tiny_
     run_prompt(other, "and goes on", n_tokens_of(tiny_model, "and goes on"))
     expect(page.locator(".error-line")).to_contain_text("the prompt is empty")
     expect(page).to_have_url(re.compile(r"[?&]prompt=The\+capital\+of\+"))  # the link keeps the prompt that ran
-    wait_until_idle(other)
+    wait_until_settled(other)
     expect(other.locator(".error-line")).to_have_count(0)
     other.close()
     assert not other_errors, other_errors
@@ -135,7 +136,7 @@ def test_a_link_with_a_value_panel_would_parse_as_a_number_opens_with_a_note(pag
     (``viz_app/panel_internals.py``); the page's own opens, runs, and says the value was not used."""
     page.goto(f"{served_app.url}?layer=%C2%B2&prompt=%C2%B2")
     expect(page.locator(".status-line")).to_contain_text(" tokens ", timeout=RUN_SECONDS)
-    wait_until_idle(page)
+    wait_until_settled(page)
     expect(page.locator(PROMPT_BOX)).to_have_value("²")
     expect(page.get_by_text("the link's block is '²'")).to_be_visible()
     assert "layer=0" in page.url and "Traceback" not in served_app.log_without_closed_tab_reports()

@@ -8,10 +8,11 @@ import time
 
 from playwright.sync_api import Browser, expect
 
-from conftest import RUN_SECONDS, wait_until_idle
-from test_page import MARKED_PIXELS, marked_pixels, show_tab
+from conftest import RUN_SECONDS
+from test_page import MARKED_PIXELS, marked_pixels
 
 from page_driving.server import serve_app
+from page_driving.sync_steps import show_tab, wait_until_settled
 
 SESSION_ENDS_MS = "300"  # how soon the server ends a session nobody is connected to (Bokeh's default: 15 s)
 
@@ -24,7 +25,7 @@ def test_a_closed_pages_session_ends_and_stops_its_jobs(browser: Browser, tiny_g
         page = browser.new_page()
         page.goto(app.url)
         expect(page.locator(".status-line")).to_contain_text(" tokens ", timeout=RUN_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         expect(page.locator(".status-line")).to_contain_text(f"{tiny_gpt2_dir.name} (local folder)")
         show_tab(page, "Block diagram")  # the page as its visitor left it: the served model's diagram, drawn
         assert marked_pixels(page, "block_diagram") >= MARKED_PIXELS

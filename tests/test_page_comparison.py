@@ -7,13 +7,14 @@ import re
 
 from urllib.parse import quote
 
-from conftest import RUN_SECONDS, assert_served_cleanly, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly
 from hf_revisions import REPO_ID, write_two_revisions
 from playwright.sync_api import Page, expect
 from test_page import ARTIFACTS, MARKED_PIXELS, TITLES, marked_pixels
 
 from page_driving.locators import FIND_VIEW
 from page_driving.server import serve_app, stop_server
+from page_driving.sync_steps import wait_until_settled
 
 STEP = f"{REPO_ID}@step1000"
 HEATMAPS = ["comparison_heatmap_0", "comparison_heatmap_1"]
@@ -43,21 +44,21 @@ def test_the_norms_tab_shows_both_revisions_under_their_names(page: Page, tmp_pa
         page.goto(f"{app.url}?compare={quote(STEP)}")
         expect(page.locator(".status-line")).to_contain_text(re.compile(r"float32(, bfloat16 matmuls)? on cpu"),
                                                              timeout=RUN_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         page.locator(".bk-tab", has_text="Norms & sinks").click()
         page.wait_for_function(BOTH_TITLED, timeout=RUN_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=ARTIFACTS / "norms-comparison.png", full_page=True)
         assert_both_heatmaps_shown(page)
         selector = page.locator("select:has(option[value='nothing'])")
         selector.select_option("nothing")
         page.wait_for_function("() => !location.search.includes('compare=')", timeout=RUN_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         assert page.evaluate(SHOWN, HEATMAPS) == [False, False]
         selector.select_option(STEP)
         page.wait_for_function("() => location.search.includes('compare=')", timeout=RUN_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         page.wait_for_function(f"() => ({SHOWN})({HEATMAPS}).every(Boolean) && ({BOTH_TITLED})()", timeout=RUN_SECONDS)
         assert_both_heatmaps_shown(page)
         page.close()

@@ -10,13 +10,14 @@ import importlib
 from pathlib import Path
 
 import pytest
-from conftest import RUN_SECONDS, assert_served_cleanly, load_as_served, wait_until_idle
+from conftest import RUN_SECONDS, assert_served_cleanly, load_as_served
 from family_reference import save_tiny_family_model
 from playwright.sync_api import Page, expect
-from test_page import PROMPT, TITLES, assert_the_tab_shows_the_run, n_tokens_of, run_prompt, show_tab
+from test_page import PROMPT, TITLES, assert_the_tab_shows_the_run, n_tokens_of
 
 from page_driving.locators import FIGURES_BY_TAB
 from page_driving.server import serve_app, stop_server
+from page_driving.sync_steps import run_prompt, show_tab, wait_until_settled
 
 FAMILY_CONFIGS = {name: config
                   for path in sorted(Path(__file__).parent.glob("test_family_*.py"))
@@ -35,7 +36,7 @@ def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
     try:
         page.goto(app.url)
         expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         run_prompt(page, PROMPT, n_tokens)
         for tab in FIGURES_BY_TAB:
             show_tab(page, tab, n_tokens)
@@ -43,7 +44,7 @@ def test_every_tab_draws_for_the_family(page: Page, tmp_path, family_name):
             assert_the_tab_shows_the_run(page, tab, n_tokens)
         [diagram_title] = page.evaluate(TITLES, ["block_diagram"])
         assert diagram_title.startswith(f"{model.family.name} architecture · "), diagram_title
-        wait_until_idle(page)
+        wait_until_settled(page)
         page.close()
     finally:
         stop_server(process)

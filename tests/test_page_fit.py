@@ -6,13 +6,14 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from conftest import RUN_SECONDS, wait_until_idle
+from conftest import RUN_SECONDS
 from playwright.sync_api import Page, expect
-from test_page import ARTIFACTS, PROMPT, n_tokens_of, run_prompt, show_tab
+from test_page import ARTIFACTS, PROMPT, n_tokens_of
 
 from model_backend import capture_run
 from model_backend.tokens import top_next_tokens, visible_token
 from page_driving.locators import FIGURES_BY_TAB, FIND_VIEW, PROMPT_BOX
+from page_driving.sync_steps import run_prompt, show_tab, wait_until_settled
 
 SMALL = {"width": 1024, "height": 768}
 SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - window.innerWidth"
@@ -26,7 +27,7 @@ def small_page(browser, served_app):
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
     page.on("pageerror", lambda error: errors.append(str(error)))
     yield page
-    wait_until_idle(page)
+    wait_until_settled(page)
     page.close()
     assert not errors, errors
 
@@ -34,14 +35,14 @@ def small_page(browser, served_app):
 def open_page(page: Page, url: str) -> None:
     page.goto(url)
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
-    wait_until_idle(page)
+    wait_until_settled(page)
 
 
 def open_presenting(page: Page, url: str, prompt: str, n_tokens: int) -> None:
     """Open the page in presenter mode on ``prompt`` from the link (the sidebar with the prompt box starts folded)."""
     page.goto(f"{url}?presenter=true&prompt={quote(prompt)}")
     expect(page.locator(".status-line")).to_contain_text(f" {n_tokens} tokens ", timeout=RUN_SECONDS)
-    wait_until_idle(page)
+    wait_until_settled(page)
 
 
 def test_every_tab_fits_1024_by_768_without_sideways_scroll(small_page, served_app, tiny_model):

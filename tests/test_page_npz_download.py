@@ -8,18 +8,19 @@ import re
 from urllib.parse import urljoin
 
 import numpy as np
-from conftest import RUN_SECONDS, wait_until_idle
+from conftest import RUN_SECONDS
 from playwright.sync_api import expect
-from test_page import n_tokens_of, run_prompt
+from test_page import n_tokens_of
 
 from model_backend import capture_run
+from page_driving.sync_steps import run_prompt, wait_until_settled
 
 
 def test_the_prepared_npz_is_served_as_an_attachment_with_the_runs_values(page_with_checks, served_app, tiny_model):
     page = page_with_checks
     prompt = "An export, fetched"
     run_prompt(page, prompt, n_tokens_of(tiny_model, prompt))
-    wait_until_idle(page)
+    wait_until_settled(page)
     page.get_by_role("button", name="Prepare the run's NPZ").click()
     link = page.locator(".npz-link a")
     expect(link).to_have_attribute("href", re.compile(r"^/rse-downloads/"), timeout=RUN_SECONDS)

@@ -13,7 +13,8 @@ from layouts.corrupted_prompt import corrupted_version
 from model_backend import activation_patching, capture_run
 from model_backend.patching import PATCHED_SITES
 from page_driving.locators import FIND_VIEW
-from test_page import ARTIFACTS, PROMPT, run_prompt, show_tab
+from page_driving.sync_steps import run_prompt, show_tab
+from test_page import ARTIFACTS, PROMPT
 
 CELLS = """site => {
     const view = Bokeh.index.query_one(v => v.model.name === "patching_" + site);

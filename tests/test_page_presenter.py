@@ -8,13 +8,14 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from conftest import RUN_SECONDS, wait_until_idle
+from conftest import RUN_SECONDS
 from playwright.sync_api import Page, expect
-from test_page import ARTIFACTS, PROMPT, click_part, n_tokens_of, show_tab
+from test_page import ARTIFACTS, PROMPT, n_tokens_of
 from test_page_fit import open_presenting
 from test_page_lessons import HIGHLIGHT, STEP_FIGURES, STEP_SECONDS
 
 from page_driving.locators import FIGURES_BY_TAB, PROMPT_BOX
+from page_driving.sync_steps import click_part, show_tab, wait_until_settled
 
 PRESENTER_PX = 20
 NORMAL_PX = 14
@@ -228,7 +229,7 @@ def presenter_page(browser, served_app, tiny_model):
     page.on("pageerror", lambda error: errors.append(str(error)))
     open_presenting(page, served_app.url, PROMPT, n_tokens_of(tiny_model, PROMPT))
     yield page
-    wait_until_idle(page)
+    wait_until_settled(page)
     page.close()
     assert not errors, errors
 
@@ -242,7 +243,7 @@ def test_every_tab_is_readable_from_the_back_row(presenter_page, tiny_model):
     ARTIFACTS.mkdir(exist_ok=True)
     for tab in FIGURES_BY_TAB:
         show_tab(page, tab, n_tokens)
-        wait_until_idle(page)
+        wait_until_settled(page)
         page.screenshot(path=ARTIFACTS / f"presenter-read-{tab.lower().replace(' ', '-').replace('&', 'and')}.png")
         problems += unreadable(page, tab)
         main = page.locator("#main").bounding_box()
@@ -264,7 +265,7 @@ def test_every_lesson_step_fits_one_screen_and_covers_nothing(presenter_page):
         expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of {len(STEP_FIGURES)}", timeout=STEP_SECONDS)
         page.wait_for_function(f"() => ({HIGHLIGHT})({STEP_FIGURES[step - 1]!r})?.at.length > 0",
                                timeout=STEP_SECONDS)
-        wait_until_idle(page)
+        wait_until_settled(page)
         page.wait_for_timeout(1000)  # the page scrolls to the mark once the figure is drawn
         page.screenshot(path=ARTIFACTS / f"presenter-lesson-{step}.png")
         problems += unreadable(page, f"lesson {step}")
@@ -300,7 +301,7 @@ def test_a_pinned_card_is_on_screen_beside_its_open_block(browser, served_app, v
     page = browser.new_page(viewport=viewport)
     page.goto(f"{served_app.url}?presenter={str(presenter).lower()}")
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=RUN_SECONDS)
-    wait_until_idle(page)
+    wait_until_settled(page)
     show_tab(page, "Block diagram")
     click_part(page, "block.1")
     expect(page.locator(".part-card").first).to_contain_text("layers.1.layer_output")
@@ -310,7 +311,7 @@ def test_a_pinned_card_is_on_screen_beside_its_open_block(browser, served_app, v
     assert card["shown"] and 0 <= card["top"] and card["top"] + 150 <= viewport["height"], card
     assert card["right"] <= viewport["width"], card
     assert 0 <= page.evaluate(OPEN_BLOCK_TOP, "block.1") <= viewport["height"]
-    wait_until_idle(page)
+    wait_until_settled(page)
     page.close()
 
 
@@ -323,7 +324,7 @@ def test_normal_mode_keeps_every_text_at_14_px(browser, served_app, tiny_model, 
     problems = []
     for tab in FIGURES_BY_TAB:
         show_tab(page, tab, n_tokens)
-        wait_until_idle(page)
+        wait_until_settled(page)
         page.mouse.move(1, viewport["height"] - 1)
         problems += [f"{tab}: {text}" for text in page.evaluate(SMALL_DOM_TEXT, NORMAL_PX)]
         problems += [f"{tab}: {text}" for text in page.evaluate(SMALL_BOKEH_TEXT, NORMAL_PX)]

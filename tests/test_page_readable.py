@@ -8,11 +8,12 @@ from __future__ import annotations
 import test_page_fit
 from conftest import RUN_SECONDS
 from playwright.sync_api import expect
-from test_page import ARTIFACTS, PROMPT, click_part, n_tokens_of, run_prompt, show_tab
+from test_page import ARTIFACTS, PROMPT, n_tokens_of
 from test_page_attribution import BAR_CENTER, SHOWN_BARS, largest
 from test_page_fit import SIDEWAYS_SCROLL, SMALL, open_page, open_presenting
 
 from page_driving.locators import FIGURES_BY_TAB
+from page_driving.sync_steps import click_part, run_prompt, show_tab
 
 small_page = test_page_fit.small_page  # the 1024x768 page fixture
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from conftest import RUN_SECONDS, wait_until_idle
+from conftest import RUN_SECONDS
 from playwright.sync_api import Page, expect
 
 from layouts.target_box import probability_text
@@ -16,7 +16,8 @@ from model_backend import capture_run, direct_logit_attribution
 from model_backend.targets import match_target
 from model_backend.tokens import visible_token
 from page_driving.locators import TARGET_BOX
-from test_page import ARTIFACTS, INJECTED_IMAGES, run_prompt, show_tab
+from page_driving.sync_steps import run_prompt, show_tab, wait_until_settled
+from test_page import ARTIFACTS, INJECTED_IMAGES
 from test_page_attribution import shown_sum_and_logit
 
 FRANCE = "The capital of France is"
@@ -171,17 +172,17 @@ def test_the_bos_switch_runs_again_at_once_and_every_checkbox_label_toggles_its_
     page = page_with_checks
     n_tokens = capture_run(tiny_model, FRANCE, bos=True).seq_len
     run_prompt(page, FRANCE, n_tokens)
-    wait_until_idle(page)
+    wait_until_settled(page)
     bos = page.locator(".bk-Checkbox").filter(has_text="prepend the BOS token")
     bos.get_by_text("prepend the BOS token").click()
     expect(bos.locator("input")).not_to_be_checked()
     status_tokens(page, n_tokens - 1)  # no Run pressed
     expect(page).to_have_url(re.compile(r"[?&]bos=false"))
-    wait_until_idle(page)
+    wait_until_settled(page)
     bos.get_by_text("prepend the BOS token").click()
     expect(bos.locator("input")).to_be_checked()
     status_tokens(page, n_tokens)
-    wait_until_idle(page)
+    wait_until_settled(page)
 
     for tab, label in (("Logit lens", "raw"), ("Logit attribution", "one bar per attention head")):
         show_tab(page, tab)
@@ -189,7 +190,7 @@ def test_the_bos_switch_runs_again_at_once_and_every_checkbox_label_toggles_its_
         before = box.locator("input").is_checked()
         box.get_by_text(label).click()
         expect(box.locator("input")).to_be_checked(checked=not before)
-        wait_until_idle(page)
+        wait_until_settled(page)
 
 
 def test_a_prompt_in_any_script_shows_no_replacement_character(page_with_checks, tiny_model):
@@ -197,11 +198,11 @@ def test_a_prompt_in_any_script_shows_no_replacement_character(page_with_checks,
     run = capture_run(tiny_model, SCRIPTS_PROMPT, bos=True)
     assert any("\ufffd" in tiny_model.tokenizer.decode([i]) for i in run.token_ids)  # the trap is real here
     run_prompt(page, SCRIPTS_PROMPT, run.seq_len)
-    wait_until_idle(page)
+    wait_until_settled(page)
     for tab in ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution",
                 "Attention", "Intervention"):
         show_tab(page, tab, run.seq_len)
-        wait_until_idle(page)
+        wait_until_settled(page)
         shown = "\n".join(page.evaluate(SHOWN_TEXTS))
         assert "\ufffd" not in shown, (tab, [line for line in shown.splitlines() if "\ufffd" in line][:5])
         if tab == "Norms & sinks":  # each piece of a split character is named with its bytes and the character

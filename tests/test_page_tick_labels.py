@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 from conftest import assert_served_cleanly, load_as_served
-from test_page import ARTIFACTS, n_tokens_of, show_tab
+from test_page import ARTIFACTS, n_tokens_of
 from test_page_fit import SMALL, open_presenting
 
 from page_driving.locators import FIGURES_BY_TAB
 from page_driving.server import serve_app, stop_server
+from page_driving.sync_steps import show_tab
 from page_driving.tiny_models import save_tiny_gpt2
 
 N_LAYERS = 30

@@ -10,6 +10,7 @@ import pytest
 from conftest import run_coroutine
 
 from model_backend import logit_lens
+from viz_app import lens_reading as lens_module
 from viz_app import session as session_module
 from viz_app import tab_jobs as tab_jobs_module
 from viz_app.lens_reading import LENS_CHUNK_POSITIONS, LENS_MARGIN_POSITIONS, LENS_TOP_K, last_unread, unread_on_screen
@@ -29,7 +30,7 @@ def controller(tiny_gpt2_dir):
 
     async def run_and_read_ahead():
         await controller.run_prompt()
-        await controller.lens_read_ahead.part
+        await controller.lens.ahead.part
 
     run_coroutine(run_and_read_ahead())
     return controller
@@ -60,7 +61,7 @@ def published_lenses(controller) -> list[list[int]]:
 
 def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(controller):
     published = published_lenses(controller)
-    run_coroutine(controller.read_lens())
+    run_coroutine(controller.lens.read())
     assert [len(positions) for positions in published] == [16, 32, 40]
     assert published[-1] == list(range(40))
 
@@ -69,7 +70,7 @@ def test_the_lens_reads_where_the_grid_was_dragged_first(controller):
     """First what was read ahead after the run, then the dragged-to positions before any others."""
     published = published_lenses(controller)
     controller.state.lens_window = (0, 4)
-    run_coroutine(controller.read_lens())
+    run_coroutine(controller.lens.read())
     assert published[:2] == [list(range(24, 40)), list(range(0, 4 + LENS_MARGIN_POSITIONS + 1)) + list(range(24, 40))]
     assert published[-1] == list(range(40))
 
@@ -79,11 +80,11 @@ def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_
     the rest; a drag is read at once; the rest follows once the threads are idle."""
     published = published_lenses(controller)
     idle = False
-    monkeypatch.setattr(session_module, "models_idle", lambda: idle)
+    monkeypatch.setattr(lens_module, "models_idle", lambda: idle)
 
     async def busy_models_then_a_drag_then_idle():
         nonlocal idle
-        lens = asyncio.create_task(controller.read_lens())
+        lens = asyncio.create_task(controller.lens.read())
         while not published:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.5)
@@ -106,7 +107,7 @@ def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_
 
 def counted_lens_reads(monkeypatch, failures: int = 0) -> list[list[int]]:
     """The positions of every lens read the controller makes from now on; the first ``failures`` reads raise."""
-    reads, logit_lens = [], session_module.logit_lens
+    reads, logit_lens = [], lens_module.logit_lens
 
     def counted(*args, positions, **kwargs):
         reads.append(positions.tolist())
@@ -114,7 +115,7 @@ def counted_lens_reads(monkeypatch, failures: int = 0) -> list[list[int]]:
             raise RuntimeError("a read that failed")
         return logit_lens(*args, positions=positions, **kwargs)
 
-    monkeypatch.setattr(session_module, "logit_lens", counted)
+    monkeypatch.setattr(lens_module, "logit_lens", counted)
     return reads
 
 
@@ -122,7 +123,7 @@ def run_then_read_the_lens(controller) -> None:
     """A new run, and the lens asked for right after it (its read ahead still in flight, awaited by read_lens)."""
     async def run_then_lens():
         await controller.run_prompt()
-        await controller.read_lens()
+        await controller.lens.read()
 
     run_coroutine(run_then_lens())
 
@@ -132,9 +133,9 @@ def test_a_run_reads_where_its_lens_opens_ahead_and_the_lens_uses_that_read(cont
 
     async def run_then_lens_once_read_ahead():
         await controller.run_prompt()
-        await controller.lens_read_ahead.part
+        await controller.lens.ahead.part
         read_before_asked = list(reads)
-        await controller.read_lens()
+        await controller.lens.read()
         return read_before_asked
 
     assert run_coroutine(run_then_lens_once_read_ahead()) == [list(range(24, 40))]
@@ -149,16 +150,16 @@ def test_a_run_reads_where_its_lens_opens_ahead_and_the_lens_uses_that_read(cont
 
 
 def test_no_lens_is_read_ahead_while_other_work_wants_the_model_threads(controller, monkeypatch):
-    monkeypatch.setattr(session_module, "models_idle", lambda: False)
+    monkeypatch.setattr(lens_module, "models_idle", lambda: False)
     reads = counted_lens_reads(monkeypatch)
     run_coroutine(controller.run_prompt())
-    assert controller.lens_read_ahead is None and reads == []
+    assert controller.lens.ahead is None and reads == []
 
 
 def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked_for(controller, monkeypatch):
     others_wait = True  # other pages' jobs want the model threads until a test says otherwise
-    monkeypatch.setattr(session_module, "alone_in_model_threads", lambda: not others_wait)
-    monkeypatch.setattr(session_module, "models_idle", lambda: not others_wait)
+    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
+    monkeypatch.setattr(lens_module, "models_idle", lambda: not others_wait)
     reads = counted_lens_reads(monkeypatch)
 
     async def run_then_others_wait_then_lens(asked_first: bool):
@@ -167,14 +168,14 @@ def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked
         nonlocal others_wait
         others_wait = False
         await controller.run_prompt()
-        ahead = controller.lens_read_ahead
-        lens = asyncio.create_task(controller.read_lens()) if asked_first else None
+        ahead = controller.lens.ahead
+        lens = asyncio.create_task(controller.lens.read()) if asked_first else None
         while asked_first and not ahead.asked_for.is_set():
             await asyncio.sleep(0)
         others_wait = True
         read_ahead = await ahead.part
         others_wait = False
-        await (lens or controller.read_lens())
+        await (lens or controller.lens.read())
         return read_ahead
 
     assert run_coroutine(run_then_others_wait_then_lens(asked_first=False)) is None  # it gave way
@@ -186,9 +187,9 @@ def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked
 
 
 def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(controller, monkeypatch):
-    published, reads, logit_lens_read = published_lenses(controller), [], session_module.logit_lens
+    published, reads, logit_lens_read = published_lenses(controller), [], lens_module.logit_lens
     others_wait = False
-    monkeypatch.setattr(session_module, "alone_in_model_threads", lambda: not others_wait)
+    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
 
     def read_while_others_come(*args, positions, keep_reading=None, **kwargs):
         """The first chunk read off screen sees a drag to the first tokens; the next one, another page's job."""
@@ -202,8 +203,8 @@ def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(con
         others_wait = False
         return part
 
-    monkeypatch.setattr(session_module, "logit_lens", read_while_others_come)
-    run_coroutine(controller.read_lens())  # the fixture's read ahead gives the first chunk
+    monkeypatch.setattr(lens_module, "logit_lens", read_while_others_come)
+    run_coroutine(controller.lens.read())  # the fixture's read ahead gives the first chunk
     off_screen, dragged_to = list(range(8, 24)), list(range(0, 2 + LENS_MARGIN_POSITIONS + 1))
     assert reads == [off_screen, dragged_to, off_screen, off_screen, [7]]  # each chunk that gave way is read again
     assert published[:2] == [list(range(24, 40)), dragged_to + list(range(24, 40))]  # none from a chunk that gave way
@@ -224,8 +225,8 @@ def test_a_run_reads_its_lens_ahead_for_the_target_it_publishes_before_the_page_
 
     async def run_and_read_ahead():
         await controller.run_prompt()
-        await controller.lens_read_ahead.part  # no read left running into the next test
-        return controller.lens_read_ahead
+        await controller.lens.ahead.part  # no read left running into the next test
+        return controller.lens.ahead
 
     ahead = run_coroutine(run_and_read_ahead())
     for change in deferred:
@@ -240,7 +241,7 @@ def test_a_lens_read_ahead_for_another_target_is_not_used(controller, monkeypatc
     async def run_then_change_the_target():
         await controller.run_prompt()
         controller.state.target = " Rome"
-        await controller.read_lens()
+        await controller.lens.read()
 
     run_coroutine(run_then_change_the_target())
     assert reads[:2] == [list(range(24, 40))] * 2
@@ -258,7 +259,7 @@ def test_a_new_run_stops_the_sweep_and_the_lens_of_the_last(controller, monkeypa
     monkeypatch.setattr(tab_jobs_module, "scaled_logprob", counted_pass)
 
     async def new_run_during_the_sweep_and_the_lens():
-        sweep, lens = asyncio.create_task(controller.sweep()), asyncio.create_task(controller.read_lens())
+        sweep, lens = asyncio.create_task(controller.tab_jobs.sweep()), asyncio.create_task(controller.lens.read())
         await asyncio.sleep(0)  # both start and take their first step
         controller.state.prompt = "A new prompt"
         await controller.run_prompt()
@@ -273,10 +274,10 @@ def test_a_new_run_stops_the_sweep_and_the_lens_of_the_last(controller, monkeypa
 
 def test_a_closed_page_stops_its_lens_read_even_while_it_waits_for_idle_threads(controller, monkeypatch):
     published = published_lenses(controller)
-    monkeypatch.setattr(session_module, "models_idle", lambda: False)
+    monkeypatch.setattr(lens_module, "models_idle", lambda: False)
 
     async def close_the_page_while_the_lens_waits():
-        lens = asyncio.create_task(controller.read_lens())
+        lens = asyncio.create_task(controller.lens.read())
         while not published:
             await asyncio.sleep(0.01)
         controller.stop_jobs()

@@ -51,8 +51,8 @@ class NormsComparison:
             publisher.update(comparison=None, comparison_note=f"No comparison: {name} {why}.")
             return
         job = self.session.jobs.start("compare", run, wanted=lambda: state.compare == name)
-        async with self.session._work:
-            with self.session.showing(f"Running the prompt through {name} to compare…"):
+        async with self.session.worker.lock:
+            with self.session.worker.showing(f"Running the prompt through {name} to compare…"):
                 try:
                     compared = await in_model_thread(compared_run, other, run.prompt, run.bos)
                 except Exception as error:  # noqa: BLE001 - said on the Norms tab, which stays usable

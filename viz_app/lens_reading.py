@@ -1,4 +1,5 @@
-"""Which logit-lens positions a page reads next, and the part read ahead after a run, before the lens tab asks."""
+"""A page's logit lens, read a chunk of positions at a time: which positions it reads next, the part read ahead
+after a run before the lens tab asks, and the reader that schedules both on the model threads."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model_backend import Run
+from model_backend import LoadedModel, LogitLens, Run, joined_lens, logit_lens
+
+from .analysis import decoded
+from .jobs import Job
+from .model_work import alone_in_model_threads, in_model_thread, models_idle
 
 LENS_TOP_K = 5
 LENS_FIRST_POSITIONS = 16
 LENS_MARGIN_POSITIONS = 4
 LENS_CHUNK_POSITIONS = 16
 LENS_IDLE_POLL_SECONDS = 0.1
-
 
 
 @dataclass(frozen=True)
@@ -59,3 +63,103 @@ def unread_on_screen(unread: np.ndarray, window: tuple[int, int] | None) -> np.n
 def last_unread(unread: np.ndarray) -> np.ndarray:
     """The last chunk of unread positions: the grid fills leftwards from where it opens."""
     return np.flatnonzero(unread)[-LENS_CHUNK_POSITIONS:]
+
+
+class LensReader:
+    """Reads one page's logit lens for the run shown: ahead after each run while the model threads are idle, then,
+    when the lens tab asks, a chunk at a time with the positions on screen first."""
+
+    def __init__(self, session):
+        self.session, self.state, self.worker = session, session.state, session.worker
+        self.ahead: LensReadAhead | None = None
+        self.state.param.watch(session.launcher(self.read), "lens_requested")
+
+    def read_ahead(self, loaded: LoadedModel, run: Run, target_id: int) -> None:
+        """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
+        lens tab then opens without waiting for its first matmuls, the slowest part of any tab
+        (``benchmarks/page_benchmark.py`` times the click on the lens tab). It gives way, between two boundaries, to any
+        job another page asks for. Nothing is shown from here; ``read`` picks the part up when the lens is asked for
+        (and reads it itself if this read gave way or failed). ``target_id`` is the one the run publishes: the state
+        has it only once the publish is applied."""
+        self.ahead = None
+        if not models_idle():
+            return
+        raw, positions = self.state.raw_lens, unread_on_screen(np.ones(run.seq_len, dtype=bool), None)
+        asked_for = threading.Event()
+        gives_way = GivesWay(lambda: not asked_for.is_set() and not alone_in_model_threads())
+
+        async def read() -> LogitLens | None:
+            try:
+                return await in_model_thread(logit_lens, loaded, run, k=LENS_TOP_K, target_id=target_id, raw=raw,
+                                             positions=positions, keep_reading=gives_way, gives_way=True)
+            except Exception:  # noqa: BLE001 - read reads these positions again and shows the failure
+                return None
+
+        self.ahead = LensReadAhead(run, target_id, raw, positions, asyncio.ensure_future(read()), asked_for)
+
+    async def part_read_ahead(self, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
+        """The lens part read ahead for this run, target and readout (awaited while it is still being read), or
+        None: none was, it gave way, failed or was cancelled (its event loop ended), or its positions are read
+        already."""
+        ahead = self.ahead
+        if not (ahead and ahead.belongs_to(run, target_id, self.state.raw_lens) and unread[ahead.positions].all()
+                and not ahead.part.cancelled()):
+            return None
+        ahead.asked_for.set()
+        with self.worker.showing("Reading the logit lens…"):
+            return await ahead.part
+
+    async def read(self) -> None:
+        """Read the logit lens a chunk of positions at a time, publishing after each chunk: first what was read
+        ahead after the run, the positions on screen, then the others while no other job wants the model threads;
+        a new run, target or readout stops it between chunks. At a few hundred tokens the whole grid is several times
+        the pass's matmuls: it must not hold up a classroom's runs, and a user who drags the grid sideways sees the
+        positions they drag to next (``benchmarks/page_benchmark.py`` times both)."""
+        started = self.session.start_target_job("lens")
+        if started is None:
+            return
+        job, target_id = started
+        loaded, run = self.session.loaded, job.run
+        parts, unread = [], np.ones(run.seq_len, dtype=bool)
+        while unread.any():
+            part = (await self.part_read_ahead(run, target_id, unread)
+                    or await self.read_part(job, loaded, run, target_id, unread))
+            if part is None or not job.current:
+                return
+            parts.append(part)
+            unread[part.positions] = False
+            lens = joined_lens(parts)
+            job.publish(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
+
+    async def read_part(self, job: Job, loaded: LoadedModel, run: Run, target_id: int | None,
+                        unread: np.ndarray) -> LogitLens | None:
+        """Read the lens's next positions once it is their turn, or None if the job is no longer wanted or failed.
+
+        Positions off screen give way, between two boundaries, to another page's job and to a drag (a drag's own
+        read would otherwise wait for the whole chunk); the next turn's positions are read then."""
+        while (positions := await self.positions_to_read(job, unread)) is not None:
+            off_screen = not self.unread_shown(unread).size
+            gives_way = GivesWay(lambda: not alone_in_model_threads()
+                                 or self.unread_shown(unread).size > 0) if off_screen else None
+            part = await self.worker.run_if_current(job, "Reading the logit lens…", logit_lens, loaded, run,
+                                                    k=LENS_TOP_K, target_id=target_id, raw=self.state.raw_lens,
+                                                    positions=positions, keep_reading=gives_way,
+                                                    gives_way=gives_way is not None)
+            if part is not None or gives_way is None or not gives_way.gave_way:
+                return part
+        return None
+
+    def unread_shown(self, unread: np.ndarray) -> np.ndarray:
+        """The unread positions the lens grid shows now (or nearly shows)."""
+        return unread_on_screen(unread, self.state.lens_window)
+
+    async def positions_to_read(self, job: Job, unread: np.ndarray) -> np.ndarray | None:
+        """The lens's next positions: the unread ones on screen at once, else the last unread ones once the model
+        threads are idle; None when the job is no longer wanted."""
+        while job.current:
+            if (shown := self.unread_shown(unread)).size:
+                return shown
+            if models_idle():
+                return last_unread(unread)
+            await asyncio.sleep(LENS_IDLE_POLL_SECONDS)
+        return None

@@ -88,7 +88,7 @@ class LessonGuide:
         every text written for it."""
         if self.other_bos[0] is not run:
             doing = "Running the prompt with BOS switched for the lesson…"
-            self.other_bos = (run, asyncio.ensure_future(self.session.in_worker(doing, other_bos_run, loaded, run)))
+            self.other_bos = (run, asyncio.ensure_future(self.session.worker.run(doing, other_bos_run, loaded, run)))
         return await asyncio.shield(self.other_bos[1]) or (None, None)
 
     async def write_text(self) -> None:

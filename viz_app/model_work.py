@@ -9,9 +9,9 @@ them a little instead of stalling both cores' barriers (``benchmarks/classroom_l
 ``benchmarks/README.md`` has the figures with one thread and with two). The hooks of concurrent passes on one
 model stay apart: each acts only in the thread that registered it (``model_backend/hooks.py``).
 
-A job that gives way (a logit-lens read given ``keep_reading``) is work nobody waits for yet: it runs on one core,
-leaving the other to the event loop and the browser drawing the run, and stops at its next boundary group when
-another job waits, so it does not count against that job's cores.
+A job that gives way (``gives_way``: a logit-lens read given ``keep_reading``) is work nobody waits for yet: it runs
+on one core, leaving the other to the event loop and the browser drawing the run, and stops at its next boundary
+group when another job waits, so it does not count against that job's cores.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ def models_idle() -> bool:
     return not _unfinished
 
 
-async def in_model_thread(function, *args, **kwargs):
-    """``function(*args, **kwargs)`` run on a shared model thread, awaited without holding the event loop."""
-    gives_way = kwargs.get("keep_reading") is not None
+async def in_model_thread(function, *args, gives_way: bool = False, **kwargs):
+    """``function(*args, **kwargs)`` run on a shared model thread, awaited without holding the event loop;
+    ``gives_way`` for work that stops by itself when another job waits (a lens read given ``keep_reading``)."""
     with _counting:
         job = MODEL_THREADS.submit(_run_with_fitting_threads, function, args, kwargs, gives_way)
         _unfinished.add(job)

@@ -33,7 +33,8 @@ from model_backend.targets import TargetMatch, match_target
 from .models import ModelOutcome, shared_model
 from .page import explorer_inline
 from .analysis import decoded
-from .session import LENS_TOP_K, ExplorerSession
+from .lens_reading import LENS_TOP_K
+from .session import ExplorerSession
 
 DEFAULT_ALPHA = ExplorerState.param.alpha.default
 

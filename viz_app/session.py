@@ -1,12 +1,30 @@
 """One browser session's controller: it runs the backend off the event loop and writes the results into the
-state that every view watches.
+state that every view watches. A Run click's path:
 
-A Run click's path: the button triggers ``state.run_requested``; ``run_prompt`` runs ``analysis.analyse`` (the
-capture, the sink statistics, the next tokens) on a shared model thread (``model_work.py``); the run's job
-(``jobs.py``) publishes it into the state under the document's lock (``publishing.py``); the shown tab's view
-(``layouts``) redraws from the state, a hidden one when its tab is next shown; then the logit lens's opening
-positions are read ahead while the model threads are idle. What a tab asks for later (lens, pattern, attribution,
-sweep, NPZ) is ``tab_jobs.py``'s; the lessons and the Norms tab's comparison are ``lessons.py`` and ``comparison.py``.
+    Run, or Enter in the prompt box   layouts/controls.py: state.prompt holds the box's text; state.run_requested
+         |
+         v
+    launcher(run_prompt)              background.py: a task of its own, so the click returns at once
+         |
+         v
+    run_prompt                        this file: under the worker's lock (session_worker.py), the busy line set
+         |
+         v
+    analysed_together                 run_batches.py: one pass on a model thread (model_work.py) for every page
+         |                            waiting, then analysis.py: sinks and residual norms, next tokens, the target
+         v
+    job.publish                       jobs.py, publishing.py: into the state under the document's lock, if the
+         |                            run is still wanted
+         +------------------------+
+         v                        v
+    TabView.refresh               lens.read_ahead   lens_reading.py: the lens grid's opening positions, read while
+    (layouts/tab_view.py):                          the model threads are idle
+    the shown tab's views redraw,
+    a hidden one once shown
+
+What a tab asks for later is ``TabJobs``'s (``tab_jobs.py``: pattern, sweep, patching, attribution, NPZ) and
+``LensReader``'s (the lens); the lessons and the Norms tab's comparison are ``lessons.py`` and ``comparison.py``.
+Each gets the session's ``SessionWorker``: the lock, the busy line and the model threads.
 """
 
 from __future__ import annotations
@@ -14,69 +32,50 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 import time
-from collections.abc import Awaitable
-
-import numpy as np
 
 from layouts.corrupted_prompt import corrupted_version
 from layouts.state import ExplorerState
-from model_backend import LoadedModel, LogitLens, PromptError, Run, joined_lens, logit_lens
+from model_backend import LoadedModel, PromptError
 from model_backend.targets import match_target
 
-from .analysis import decoded
 from .background import BackgroundTasks
 from .comparison import NormsComparison
 from .failures import report_failure
-from .lens_reading import (
-    LENS_IDLE_POLL_SECONDS,
-    LENS_TOP_K,
-    GivesWay,
-    LensReadAhead,
-    last_unread,
-    unread_on_screen,
-)
+from .lens_reading import LensReader
 from .lessons import LessonGuide
-from .model_work import alone_in_model_threads, in_model_thread, models_idle
 from .model_names import outcome_rows, source_label
 from .models import ModelOutcome, loading_progress, shared_model
 from .jobs import Job, SessionJobs
 from .npz_download import remove_npz
 from .publishing import Publisher
 from .run_batches import analysed_together
+from .session_worker import SessionWorker
 from .tab_jobs import TabJobs
 
 log = logging.getLogger(__name__)
 LOAD_PROGRESS_SECONDS = 0.5
 
 
-class ExplorerSession(TabJobs):
+class ExplorerSession:
     """Loads the configured models (once per process), then answers the state's requests."""
 
     def __init__(self, sources: list[str], state: ExplorerState | None = None, document=None):
         self.sources = sources
         self.state = state or ExplorerState()
         self.publisher = Publisher(self.state, document)
-        self.showing = self.publisher.showing
+        self.worker = SessionWorker(self.publisher)
         self.outcomes: list[ModelOutcome] = []
         self.loaded: LoadedModel | None = None
-        self._work = asyncio.Lock()
         self.launcher = BackgroundTasks().launcher
-        self.lens_read_ahead: LensReadAhead | None = None
         self.predicted_target = ""  # the top prediction a run put in the target box, replaced by the next run's
         self.jobs = SessionJobs(self.publisher)
         self.state.param.watch(self.launcher(self.run_prompt), "run_requested")
         self.state.param.watch(self.launcher(self.switch_model), "model")
-        self.state.param.watch(self.launcher(self.read_pattern), "pattern_requested")
-        self.state.param.watch(self.launcher(self.read_lens), "lens_requested")
-        self.state.param.watch(self.launcher(self.sweep), "sweep_requested")
-        self.state.param.watch(self.launcher(self.read_attribution), "attribution_requested")
-        self.state.param.watch(self.launcher(self.patch), "patching_requested")
+        self.lens = LensReader(self)
+        self.tab_jobs = TabJobs(self)
         self.state.param.watch(self.forget_patching, ["corrupted_prompt", "patch_answer", "patch_wrong"])
         self.derived_corrupted = ""  # the corrupted prompt a run derived from the prompt, replaced by the next run's
-        self.state.param.watch(self.launcher(self.prepare_npz), "npz_requested")
-        self.npz_path = None
         self.state.param.watch(self.launcher(self.run_prompt), "bos")
         self.state.param.watch(self.match_typed_target, ["target", "target_as_written"])
         self.next_probabilities = (None, None)  # (run, its next-token probabilities): a typed target's match
@@ -146,13 +145,13 @@ class ExplorerSession(TabJobs):
         if self.loaded is None:
             return
         state, loaded, job = self.state, self.loaded, self.jobs.start("run", None)
-        async with self._work:
+        async with self.worker.lock:
             if not job.current:
                 return
             started = time.perf_counter()
-            analysis = await self.reporting(f"Running the prompt through {loaded.display_name}…",
-                                            analysed_together(loaded, state.prompt, state.bos,
-                                                              self.typed_target(), self.target_as_written()))
+            analysis = await self.worker.reporting(f"Running the prompt through {loaded.display_name}…",
+                                                   analysed_together(loaded, state.prompt, state.bos,
+                                                                     self.typed_target(), self.target_as_written()))
             if analysis is None:
                 self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
                                             "download belong to the previous run")
@@ -174,7 +173,7 @@ class ExplorerSession(TabJobs):
                 message="", stale="", next_tokens=analysis.next_tokens,
                 status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
                        f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
-            self.read_lens_ahead(run, match.token_id)
+            self.lens.read_ahead(loaded, run, match.token_id)
 
     def typed_target(self) -> str:
         """The target box's text, or "" when it holds nothing or the top prediction a run put there."""
@@ -207,41 +206,6 @@ class ExplorerSession(TabJobs):
             return
         state.param.update(target_match=match, target_id=match.token_id)
 
-    def read_lens_ahead(self, run: Run, target_id: int) -> None:
-        """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
-        lens tab then opens without waiting for its first matmuls, the slowest part of any tab
-        (``benchmarks/page_benchmark.py`` times the click on the lens tab). It gives way, between two boundaries, to any
-        job another page asks for. Nothing is shown from here; ``read_lens`` picks the part up when the lens is asked
-        for (and reads it itself if this read gave way or failed). ``target_id`` is the one the run publishes: the state
-        has it only once the publish is applied."""
-        self.lens_read_ahead = None
-        if not models_idle():
-            return
-        raw, positions = self.state.raw_lens, unread_on_screen(np.ones(run.seq_len, dtype=bool), None)
-        asked_for = threading.Event()
-        gives_way = GivesWay(lambda: not asked_for.is_set() and not alone_in_model_threads())
-
-        async def read() -> LogitLens | None:
-            try:
-                return await in_model_thread(logit_lens, self.loaded, run, k=LENS_TOP_K, target_id=target_id,
-                                             raw=raw, positions=positions, keep_reading=gives_way)
-            except Exception:  # noqa: BLE001 - read_lens reads these positions again and shows the failure
-                return None
-
-        self.lens_read_ahead = LensReadAhead(run, target_id, raw, positions, asyncio.ensure_future(read()), asked_for)
-
-    async def part_read_ahead(self, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
-        """The lens part read ahead for this run, target and readout (awaited while it is still being read), or
-        None: none was, it gave way, failed or was cancelled (its event loop ended), or its positions are read
-        already."""
-        ahead = self.lens_read_ahead
-        if not (ahead and ahead.belongs_to(run, target_id, self.state.raw_lens) and unread[ahead.positions].all()
-                and not ahead.part.cancelled()):
-            return None
-        ahead.asked_for.set()
-        with self.showing("Reading the logit lens…"):
-            return await ahead.part
-
     def start_target_job(self, kind: str) -> tuple[Job, int | None] | None:
         """Start a job of ``kind`` on the current run for the followed target: (job, its token id), or None when
         there is no run yet."""
@@ -269,75 +233,5 @@ class ExplorerSession(TabJobs):
     def stop_jobs(self) -> None:
         """Cancel every job (the page was closed): each stops at its next step and publishes nothing."""
         self.jobs.cancel()
-        remove_npz(self.npz_path)
+        remove_npz(self.tab_jobs.npz_path)
         log.info("a page closed: its jobs stop")
-
-    async def read_lens(self) -> None:
-        """Read the logit lens a chunk of positions at a time, publishing after each chunk: first what was read
-        ahead after the run, the positions on screen, then the others while no other job wants the model threads;
-        a new run, target or readout stops it between chunks. At a few hundred tokens the whole grid is several times
-        the pass's matmuls: it must not hold up a classroom's runs, and a user who drags the grid sideways sees the
-        positions they drag to next (``benchmarks/page_benchmark.py`` times both)."""
-        started = self.start_target_job("lens")
-        if started is None:
-            return
-        job, target_id = started
-        loaded, run = self.loaded, job.run
-        parts, unread = [], np.ones(run.seq_len, dtype=bool)
-        while unread.any():
-            part = (await self.part_read_ahead(run, target_id, unread)
-                    or await self.read_lens_part(job, run, target_id, unread))
-            if part is None or not job.current:
-                return
-            parts.append(part)
-            unread[part.positions] = False
-            lens = joined_lens(parts)
-            job.publish(lens=lens, lens_tokens=decoded(loaded, lens.top_ids), message="")
-
-    async def read_lens_part(self, job: Job, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
-        """Read the lens's next positions once it is their turn, or None if the job is no longer wanted or failed.
-
-        Positions off screen give way, between two boundaries, to another page's job and to a drag (a drag's own
-        read would otherwise wait for the whole chunk); the next turn's positions are read then."""
-        while (positions := await self.lens_positions_to_read(job, run, unread)) is not None:
-            off_screen = not self.unread_shown(unread).size
-            gives_way = GivesWay(lambda: not alone_in_model_threads()
-                                 or self.unread_shown(unread).size > 0) if off_screen else None
-            async with self._work:
-                if not job.current:
-                    return None
-                part = await self.in_worker("Reading the logit lens…", logit_lens, self.loaded, run, k=LENS_TOP_K,
-                                            target_id=target_id, raw=self.state.raw_lens, positions=positions,
-                                            keep_reading=gives_way)
-            if part is not None or gives_way is None or not gives_way.gave_way:
-                return part
-        return None
-
-    def unread_shown(self, unread: np.ndarray) -> np.ndarray:
-        """The unread positions the lens grid shows now (or nearly shows)."""
-        return unread_on_screen(unread, self.state.lens_window)
-
-    async def lens_positions_to_read(self, job: Job, run: Run, unread: np.ndarray) -> np.ndarray | None:
-        """The lens's next positions: the unread ones on screen at once, else the last unread ones once the model
-        threads are idle; None when the job is no longer wanted."""
-        while job.current:
-            if (shown := self.unread_shown(unread)).size:
-                return shown
-            if models_idle():
-                return last_unread(unread)
-            await asyncio.sleep(LENS_IDLE_POLL_SECONDS)
-        return None
-
-    async def in_worker(self, doing: str, function, *args, **kwargs):
-        """Run backend work on a shared model thread while the page says what it is doing; on failure report it
-        and return None."""
-        return await self.reporting(doing, in_model_thread(function, *args, **kwargs))
-
-    async def reporting(self, doing: str, work: Awaitable):
-        """Await ``work`` while the page says what it is doing; on failure report it and return None."""
-        with self.showing(doing):
-            try:
-                return await work
-            except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
-                report_failure(self.publisher, error)
-                return None

@@ -16,11 +16,21 @@ from .npz_download import new_npz_path, npz_file_name, npz_link, remove_npz, ser
 
 
 class TabJobs:
-    """The tab-asked jobs of ``ExplorerSession`` (which provides ``state``, ``jobs``, ``loaded`` and ``in_worker``)."""
+    """The jobs one page's tabs ask for, run with the session's worker on its model and run shown."""
+
+    def __init__(self, session):
+        self.session, self.state, self.jobs = session, session.state, session.jobs
+        self.worker, self.publisher = session.worker, session.publisher
+        self.npz_path = None
+        watch = [(self.read_pattern, "pattern_requested"), (self.sweep, "sweep_requested"),
+                 (self.read_attribution, "attribution_requested"), (self.patch, "patching_requested"),
+                 (self.prepare_npz, "npz_requested")]
+        for job, request in watch:
+            self.state.param.watch(session.launcher(job), request)
 
     async def read_pattern(self) -> None:
         """Recompute the open block's attention pattern (asked by the attention view when it is shown)."""
-        async with self._work:
+        async with self.worker.lock:
             run, layer = self.state.run, self.state.layer
             if run is None or layer >= run.n_layers:
                 return
@@ -31,29 +41,23 @@ class TabJobs:
     async def sweep(self) -> None:
         """Scale each block's output by α in turn, one pass per block, publishing each point as it comes; a new
         run or target stops it between passes."""
-        started = self.start_target_job("sweep")
+        started = self.session.start_target_job("sweep")
         if started is None:
             return
         job, target_id = started
-        state, loaded, run = self.state, self.loaded, job.run
+        state, loaded, run = self.state, self.session.loaded, job.run
         if target_id is None:
             self.publisher.update(message="Type a target token for the intervention.")
             return
-        async with self._work:
-            if not job.current:
-                return
-            clean = await self.in_worker("Running the prompt once, nothing scaled…", unscaled_logprob, loaded, run,
-                                         target_id)
+        clean = await self.worker.run_if_current(job, "Running the prompt once, nothing scaled…", unscaled_logprob,
+                                                 loaded, run, target_id)
         if clean is None or not job.current:
             return
         alpha, scaled, vocabulary = state.alpha, [], vocabulary_size(run)
         job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
         for layer in range(run.n_layers):
-            async with self._work:
-                if not job.current:
-                    return
-                point = await self.in_worker(f"Scaling block {layer}…", scaled_logprob, loaded, run, target_id,
-                                             layer, alpha=alpha)
+            point = await self.worker.run_if_current(job, f"Scaling block {layer}…", scaled_logprob, loaded, run,
+                                                     target_id, layer, alpha=alpha)
             if point is None or not job.current:
                 return
             scaled.append(point)
@@ -63,17 +67,17 @@ class TabJobs:
         """Patch the run shown with the corrupted prompt: its pass first (the metric and the empty grids are shown),
         then one block's row at a time, each published as it comes; a new run, corrupted prompt or token stops it
         between blocks."""
-        state, loaded, run = self.state, self.loaded, self.state.run
+        state, loaded, run = self.state, self.session.loaded, self.state.run
         if run is None or loaded is None:
             return
         asked = (state.corrupted_prompt, state.patch_answer, state.patch_wrong)
         job = self.jobs.start("patching", run,
                               wanted=lambda: asked == (state.corrupted_prompt, state.patch_answer, state.patch_wrong))
-        async with self._work:
+        async with self.worker.lock:
             if not job.current:
                 return
             try:
-                with self.showing("Running the corrupted prompt…"):
+                with self.worker.showing("Running the corrupted prompt…"):
                     pair = await in_model_thread(pair_with_run, loaded, run, asked[0], answer=asked[1] or None,
                                                  wrong=asked[2] or None)
             except Exception as error:  # noqa: BLE001 - shown in the tab and the sidebar; the page stays usable
@@ -83,10 +87,8 @@ class TabJobs:
         patching = Patching.empty(pair)
         job.publish(patching=patching, patching_note="")
         for layer in range(run.n_layers):
-            async with self._work:
-                if not job.current:
-                    return
-                block = await self.in_worker(f"Patching block {layer}…", patch_block, loaded, pair, layer)
+            block = await self.worker.run_if_current(job, f"Patching block {layer}…", patch_block, loaded, pair,
+                                                     layer)
             if block is None or not job.current:
                 return
             patching = patching.with_block(block)
@@ -96,27 +98,27 @@ class TabJobs:
         """Attribute the logit at the chosen position to every writer and head, off the event loop (asked by its
         view when shown); dropped if the run, position or target changed meanwhile."""
         state = self.state
-        async with self._work:
-            run, loaded = state.run, self.loaded
+        async with self.worker.lock:
+            run, loaded = state.run, self.session.loaded
             if run is None or loaded is None or state.attribution is not None:
                 return
             asked = (state.attribution_position, state.target_id)
             job = self.jobs.start("attribution", run,
                                   wanted=lambda: asked == (state.attribution_position, state.target_id))
             position = state.attribution_position if state.attribution_position < run.seq_len else -1
-            attribution = await self.in_worker("Attributing the logit…", attribution_for, loaded, run,
-                                               state.target_id, position)
+            attribution = await self.worker.run("Attributing the logit…", attribution_for, loaded, run,
+                                                state.target_id, position)
             if attribution is not None:
                 job.publish(attribution=attribution)
 
     async def prepare_npz(self) -> None:
         """Write the last run as NPZ off the event loop to a file of this page's, then offer its link."""
-        run, loaded = self.state.run, self.loaded
+        run, loaded = self.state.run, self.session.loaded
         if run is None or loaded is None:
             return
         job = self.jobs.start("npz", run)
-        path = await self.in_worker("Writing the run's NPZ file…", write_npz_file, loaded, run,
-                                    new_npz_path(npz_file_name(loaded.display_name, run.prompt)))
+        path = await self.worker.run("Writing the run's NPZ file…", write_npz_file, loaded, run,
+                                     new_npz_path(npz_file_name(loaded.display_name, run.prompt)))
         if path is not None:
             remove_npz(self.npz_path)
             self.npz_path = path
