@@ -8,9 +8,12 @@ Model: SmolLM2-135M-Instruct (30 blocks) from the project's cache, "Fact: the ca
 block 0's row; the clean run is the page's own run already), the time for all blocks' rows, and the unbatched
 sweep's time per cell, measured on ``--sweep-cells`` cells spread over blocks and sites and multiplied out to the
 whole grid (every cell costs one full forward, whatever it patches). Medians of ``--repeats`` runs, the precisions
-taking turns; the targets are 3 s for all three grids and 0.5 s to the first row.
+taking turns; the targets are 3 s for all three grids and 0.5 s to the first row. The batched patching leaves out
+the patches that change nothing (the positions before the swapped word): ``--corrupted`` times another pair, such
+as one that also differs at its first token, where every position is patched.
 
     python benchmarks/patching_benchmark.py [--repeats 5] [--sweep-cells 24] [--dtypes bfloat16-matmuls float32]
+    python benchmarks/patching_benchmark.py --corrupted "Note: the capital city of Italy is"
 """
 
 from __future__ import annotations
@@ -77,10 +80,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sweep-cells", type=int, default=24)
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16-matmuls", "float32"])
+    parser.add_argument("--corrupted", default=CORRUPTED, help="the corrupted prompt, as many tokens as the clean one")
     arguments = parser.parse_args()
     models = {dtype: load_model(MODEL, dtype=dtype) for dtype in arguments.dtypes}
     some = next(iter(models.values()))
-    clean, corrupted = CLEAN, CORRUPTED
+    clean, corrupted = CLEAN, arguments.corrupted
     n_tokens = len(some.tokenizer.encode(clean, add_special_tokens=False))
     print(f"{MODEL}, {some.n_layers} blocks, torch threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.1f}")
     print(f"clean {clean!r}, corrupted {corrupted!r}, {n_tokens} tokens, "

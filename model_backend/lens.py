@@ -20,6 +20,7 @@ from .readout import unembed
 from .run import Run
 
 LOGITS_PER_MATMUL = 2**23  # 32 MiB of float32 logits per lm_head call: 170 rows of a 49k vocabulary
+LOGIT_ROWS_PER_MATMUL = 128  # and at least this many rows: 128 MiB of logits for a 262k vocabulary
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,15 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
 
 
 def boundary_groups(n_boundaries: int, n_positions: int, vocab_size: int) -> list[range]:
-    """Boundaries read through lm_head in one matmul: as many as ``LOGITS_PER_MATMUL`` allows, the last one alone.
+    """Boundaries read through lm_head in one matmul: as many as ``LOGITS_PER_MATMUL`` allows, and enough to make
+    ``LOGIT_ROWS_PER_MATMUL`` rows, the last one alone.
 
-    lm_head's matmul runs at a fraction of its speed on a few rows, and a page reads a few positions at a time; a
-    group of a few hundred rows is as fast as a larger one and lets a read give way often
-    (``benchmarks/page_benchmark.py`` times the lens; the figures in ``benchmarks/README.md``). The last boundary
-    is read alone, in the shape ``Run.read_logits`` uses.
+    lm_head's matmul runs at a fraction of its speed on a few rows (each call streams the whole unembedding), and a
+    page reads a few positions at a time; a group of a hundred or more rows is about as fast per row as a larger one
+    and lets a read give way often (``benchmarks/page_benchmark.py`` times the lens; the figures in
+    ``benchmarks/README.md``). The last boundary is read alone, in the shape ``Run.read_logits`` uses.
     """
-    per_group = max(1, LOGITS_PER_MATMUL // (n_positions * vocab_size))
+    per_group = max(1, LOGITS_PER_MATMUL // (n_positions * vocab_size), LOGIT_ROWS_PER_MATMUL // n_positions)
     starts = range(0, n_boundaries - 1, per_group)
     return [range(start, min(start + per_group, n_boundaries - 1)) for start in starts] + [
         range(n_boundaries - 1, n_boundaries)]
@@ -99,15 +101,17 @@ class LensRows:
         self.top_ids, self.top_probs, self.target_probs, self.target_ranks = [], [], [], []
 
     def add(self, logits: torch.Tensor) -> None:
-        """Reduce logits [row, position, vocab]: top-k, then only those k normalised."""
-        log_normaliser = logits.logsumexp(dim=-1, keepdim=True)
+        """Reduce logits [row, position, vocab]: top-k, then only those k normalised. Each (row, position) is reduced
+        on its own, the exponentials written into one reused vector: over a 262,144-token vocabulary, whole-table
+        temporaries cost more than the arithmetic (``benchmarks/page_benchmark.py`` times the lens)."""
         best = logits.topk(self.k, dim=-1)
+        log_normaliser = log_sum_exp(logits, best.values[..., :1])
         self.top_ids.append(best.indices.numpy())
         self.top_probs.append((best.values - log_normaliser).exp().numpy())
         if self.target_id is not None:
             target_logit = logits[..., self.target_id : self.target_id + 1]
             self.target_probs.append((target_logit - log_normaliser).exp()[..., 0].numpy())
-            self.target_ranks.append(((logits > target_logit).sum(dim=-1) + 1).numpy())
+            self.target_ranks.append((count_above(logits, target_logit) + 1).numpy())
 
     def stacked(self) -> dict:
         """The reduced rows as LogitLens's arrays, [row, position, ...]."""
@@ -115,6 +119,20 @@ class LensRows:
             return np.concatenate(parts) if parts else None
         return {"top_ids": joined(self.top_ids), "top_probs": joined(self.top_probs),
                 "target_probs": joined(self.target_probs), "target_ranks": joined(self.target_ranks)}
+
+
+def log_sum_exp(logits: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """``logits.logsumexp(-1, keepdim=True)`` given each vector's largest logit ``top``, one vector at a time."""
+    flat, flat_top = logits.flatten(0, -2), top.flatten()
+    scratch = torch.empty_like(flat[0])
+    sums = torch.stack([torch.sub(vector, largest, out=scratch).exp_().sum() for vector, largest in zip(flat, flat_top)])
+    return (sums.log() + flat_top).view(top.shape)
+
+
+def count_above(logits: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """How many logits of each vector exceed its ``threshold`` [..., 1], one vector at a time."""
+    counts = [torch.count_nonzero(vector > limit) for vector, limit in zip(logits.flatten(0, -2), threshold.flatten())]
+    return torch.stack(counts).view(threshold.shape[:-1])
 
 
 def joined_lens(parts: list[LogitLens]) -> LogitLens:

@@ -4,7 +4,8 @@ one position, one site) is replaced by the clean run's.
 The metric is ``logit[answer] - logit[wrong]`` at the last position. A patch at block i starts from the corrupted
 run's captured stream at block i's input (never recomputing earlier blocks) and runs the decoder layers i..end with
 the arguments the model itself passed them in the corrupted run (mask, positions, rotary tables), the final norm and
-lm_head at the last position only; the positions of one block go through as one batch. ``patched_blocks`` yields
+lm_head at the last position only; the positions of one block go through as one batch, leaving out the patches
+that change nothing (a clean value bit for bit the corrupted one). ``patched_blocks`` yields
 each block's row as soon as it is computed, so a page can draw them as they come and stop between blocks.
 """
 
@@ -208,38 +209,58 @@ def patched_blocks(loaded: LoadedModel, pair: PatchingPair) -> Iterator[PatchedB
 
 def patch_block(loaded: LoadedModel, pair: PatchingPair, layer: int) -> PatchedBlock:
     """One block's metrics with each site patched at each position, and its exactness rows: the sublayer patches
-    run block ``layer`` as one batch, then every row (3 x seq + 2) runs the later blocks as one batch."""
-    seq = pair.corrupted.seq_len
+    run block ``layer`` as one batch, then every row run (the patches that change something, and the two exactness
+    rows) the later blocks as one batch. A patch that changes nothing leaves the corrupted run: its metric is the
+    corrupted run's, without a pass."""
+    changing = {site: changing_positions(pair, site, layer) for site in PATCHED_SITES}
     with loaded.computing():
-        streams = torch.cat([sublayer_patched_outputs(loaded, pair, layer),
-                             stream_patched_outputs(loaded, pair, layer)])
-        metrics = last_metrics(loaded, pair, run_blocks(loaded, pair, streams, layer + 1))
-    attention, mlp, stream, exactness = np.split(metrics, [seq, 2 * seq, 3 * seq])
-    return PatchedBlock(layer, {"layer_output": stream, "attention_output": attention, "mlp_output": mlp},
-                        float(exactness[0]), float(exactness[1]))
+        streams = torch.cat([sublayer_patched_outputs(loaded, pair, layer, changing),
+                             stream_patched_outputs(loaded, pair, layer, changing["layer_output"])])
+        computed = last_metrics(loaded, pair, run_blocks(loaded, pair, streams, layer + 1))
+    counts = [len(changing[site]) for site in ("attention_output", "mlp_output", "layer_output")]
+    attention, mlp, stream, exactness = np.split(computed, np.cumsum(counts))
+    metrics = {}
+    for site, values in (("attention_output", attention), ("mlp_output", mlp), ("layer_output", stream)):
+        metrics[site] = np.full(pair.corrupted.seq_len, pair.corrupted_metric, np.float32)
+        metrics[site][changing[site]] = values
+    return PatchedBlock(layer, metrics, float(exactness[0]), float(exactness[1]))
 
 
-def stream_patched_outputs(loaded: LoadedModel, pair: PatchingPair, layer: int) -> torch.Tensor:
-    """Block ``layer``'s corrupted output with position p replaced by the clean run's in row p, then with every
-    position replaced, then with none: [seq + 2, seq, hidden]."""
-    key, seq = full_name("layer_output", layer), pair.corrupted.seq_len
+def changing_positions(pair: PatchingPair, site: str, layer: int) -> np.ndarray:
+    """The positions where patching ``site`` of block ``layer`` can move the metric: where the clean run's value is
+    not bit for bit the corrupted run's (before the first swapped token both runs read the same tokens), and in the
+    last block the last position only (no later block reads the others)."""
+    key = full_name(site, layer)
+    positions = np.flatnonzero((pair.clean[key] != pair.corrupted[key]).any(axis=-1))
+    return positions[positions == pair.corrupted.seq_len - 1] if layer == pair.corrupted.n_layers - 1 else positions
+
+
+def stream_patched_outputs(loaded: LoadedModel, pair: PatchingPair, layer: int, positions: np.ndarray) -> torch.Tensor:
+    """Block ``layer``'s corrupted output with the n-th of ``positions`` replaced by the clean run's in row n, then
+    with every position replaced, then with none: [n + 2, seq, hidden]."""
+    key, n = full_name("layer_output", layer), len(positions)
     clean, corrupted = to_model(loaded, pair.clean[key])[0], to_model(loaded, pair.corrupted[key])[0]
-    stream = corrupted.expand(seq + 2, -1, -1).clone()
-    positions = torch.arange(seq)
-    stream[positions, positions] = clean
-    stream[seq] = clean
+    stream = corrupted.expand(n + 2, -1, -1).clone()
+    positions = torch.from_numpy(positions)
+    stream[torch.arange(n), positions] = clean[positions]
+    stream[n] = clean
     return stream
 
 
-def sublayer_patched_outputs(loaded: LoadedModel, pair: PatchingPair, layer: int) -> torch.Tensor:
-    """Block ``layer``'s output from its corrupted input with the attention's write at position p replaced by the
-    clean run's in row p, then the MLP's in row seq + p: [2 x seq, seq, hidden]. What reads the stream after a
-    write reads the patched one."""
-    seq = pair.corrupted.seq_len
-    stream = to_model(loaded, pair.corrupted[full_name("layer_input", layer)]).expand(2 * seq, -1, -1).contiguous()
+def sublayer_patched_outputs(loaded: LoadedModel, pair: PatchingPair, layer: int,
+                             changing: dict[str, np.ndarray]) -> torch.Tensor:
+    """Block ``layer``'s output from its corrupted input with the attention's write at the n-th of its changing
+    positions replaced by the clean run's in row n, then the MLP's in the rows after those:
+    [attention's + MLP's positions, seq, hidden]. What reads the stream after a write reads the patched one."""
+    n_attention, n_mlp = len(changing["attention_output"]), len(changing["mlp_output"])
+    stream = to_model(loaded, pair.corrupted[full_name("layer_input", layer)])
+    if n_attention + n_mlp == 0:
+        return stream[:0]
+    stream = stream.expand(n_attention + n_mlp, -1, -1).contiguous()
+    rows = {"attention_output": torch.arange(n_attention), "mlp_output": torch.arange(n_attention, n_attention + n_mlp)}
     handles = [hook_output(loaded.module(loaded.family.value_reads()[site][0], layer),
-                           changed_output_hook(clean_written(loaded, pair, site, layer, rows)))
-               for site, rows in (("attention_output", torch.arange(seq)), ("mlp_output", torch.arange(seq, 2 * seq)))]
+                           changed_output_hook(clean_written(loaded, pair, site, layer, rows[site], changing[site])))
+               for site in rows if len(changing[site])]
     try:
         return run_blocks(loaded, pair, stream, layer, last=layer + 1)
     finally:
@@ -247,15 +268,16 @@ def sublayer_patched_outputs(loaded: LoadedModel, pair: PatchingPair, layer: int
             handle.remove()
 
 
-def clean_written(loaded: LoadedModel, pair: PatchingPair, site: str, layer: int, rows: torch.Tensor):
-    """A change of a sublayer's [batch, seq, hidden] output: in each of ``rows`` in turn, position 0, 1, ... takes the
-    clean run's value of ``site``."""
+def clean_written(loaded: LoadedModel, pair: PatchingPair, site: str, layer: int, rows: torch.Tensor,
+                  positions: np.ndarray):
+    """A change of a sublayer's [batch, seq, hidden] output: in each of ``rows`` in turn, the next of ``positions``
+    takes the clean run's value of ``site``."""
     clean = to_model(loaded, pair.clean[full_name(site, layer)])[0]  # [seq, hidden]
-    positions = torch.arange(len(rows))
+    positions = torch.from_numpy(positions)
 
     def patch(output: torch.Tensor) -> torch.Tensor:
         output = output.clone()
-        output[rows, positions] = clean.to(output.dtype)
+        output[rows, positions] = clean[positions].to(output.dtype)
         return output
     return patch
 

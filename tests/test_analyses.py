@@ -42,6 +42,7 @@ def test_logit_lens_rows_read_through_the_final_norm(gpt2):
 
 def test_a_lens_read_that_gives_way_stops_before_its_next_boundary(gpt2, monkeypatch):
     monkeypatch.setattr(lens_module, "LOGITS_PER_MATMUL", 1)  # one boundary per lm_head call
+    monkeypatch.setattr(lens_module, "LOGIT_ROWS_PER_MATMUL", 1)
     run, asked = capture_run(gpt2, PROMPT, bos=True), []
 
     def keep_reading_two_boundaries() -> bool:
@@ -59,6 +60,7 @@ def test_boundaries_read_together_give_the_same_lens(loaded, run, monkeypatch):
     together = logit_lens(loaded, run, k=5, target_id=TARGET)
     assert len(lens_module.boundary_groups(loaded.n_layers + 1, run.seq_len, loaded.config.vocab_size)) == 2
     monkeypatch.setattr(lens_module, "LOGITS_PER_MATMUL", 1)
+    monkeypatch.setattr(lens_module, "LOGIT_ROWS_PER_MATMUL", 1)
     alone = logit_lens(loaded, run, k=5, target_id=TARGET)
     np.testing.assert_array_equal(together.top_ids, alone.top_ids)
     np.testing.assert_allclose(together.top_probs, alone.top_probs, rtol=1e-5, atol=1e-7)

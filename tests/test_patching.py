@@ -133,6 +133,20 @@ def test_patching_a_whole_block_output_gives_the_clean_run_and_nothing_the_corru
     assert patching.grids["layer_output"][last, -1] == pytest.approx(patching.pair.clean_metric, abs=1e-5)
 
 
+def test_patches_that_change_nothing_read_the_corrupted_run_exactly(model_of_family):
+    """Before the swapped token both runs hold the same values, and in the last block only the last position reaches
+    the metric: those cells are the corrupted run, 0 on the tab's scale, not a recomputation of it."""
+    _, loaded = model_of_family
+    patching = activation_patching(loaded, CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG)
+    pair = patching.pair
+    swapped = int(np.flatnonzero(pair.clean.token_ids != pair.corrupted.token_ids)[0])
+    assert swapped > 0
+    for site in PATCHED_SITES:
+        shares = patching.normalised(site)
+        assert (shares[:, :swapped] == 0).all() and (shares[-1, :-1] == 0).all(), site
+        assert (shares[:-1, swapped:] != 0).any(), site
+
+
 def test_rows_stream_block_by_block_and_stop_when_closed(gpt2):
     pair = patching_pair(gpt2, CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG)
     blocks = patched_blocks(gpt2, pair)
