@@ -159,6 +159,7 @@ def pair_with_run(loaded: LoadedModel, clean: Run, corrupted_prompt: str, *, ans
     """The same pair for a clean run already made (the page's run), the corrupted prompt read with its BOS choice."""
     corrupted_ids = encode_prompt(loaded, corrupted_prompt, bos=clean.bos)
     check_same_length(clean.seq_len, len(corrupted_ids))
+    check_some_token_differs(clean.token_ids, corrupted_ids)
     block_calls: list[BlockCall] = [None] * loaded.n_layers
     handles = [hook_input(loaded.module("layer", layer), keep_call(block_calls, layer), with_kwargs=True)
                for layer in range(loaded.n_layers)]
@@ -177,6 +178,14 @@ def check_same_length(n_clean: int, n_corrupted: int) -> None:
     if n_clean != n_corrupted:
         raise PromptError(f"the clean prompt is {n_clean} tokens and the corrupted prompt {n_corrupted}: "
                           "patching needs as many tokens in both")
+
+
+def check_some_token_differs(clean_ids, corrupted_ids) -> None:
+    """Patching two equal prompts recovers nothing: both runs share every value, and the share recovered, divided by
+    the clean minus the corrupted metric, would divide by zero."""
+    if list(clean_ids) == list(corrupted_ids):
+        raise PromptError("the corrupted prompt is the clean prompt, token for token: patching needs at least one "
+                          "token swapped (e.g. France → Italy)")
 
 
 def chosen_token(loaded: LoadedModel, text: str | None, run: Run, besides: int | None = None) -> int:

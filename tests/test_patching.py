@@ -173,6 +173,11 @@ def test_prompts_of_unequal_length_are_refused_with_both_counts(gpt2):
         patching_pair(gpt2, CLEAN, "The capital of the United States of America is")
 
 
+def test_a_corrupted_prompt_equal_to_the_clean_one_is_refused(gpt2):
+    with pytest.raises(PromptError, match=r"the corrupted prompt is the clean prompt"):
+        patching_pair(gpt2, CLEAN, CLEAN)
+
+
 def cli(*arguments: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "model_backend", "patch", *arguments], capture_output=True,
                           text=True, timeout=300)
