@@ -54,5 +54,5 @@ def analysis_of(loaded: LoadedModel, run: Run, typed_target: str = "") -> Analys
     """What every view needs from a run just captured; a typed target that is not one token after this prompt
     leaves the views on the top prediction."""
     probabilities = next_token_probabilities(run)
-    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run),
+    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run, probabilities=probabilities),
                     match_target(loaded, run, typed_target, probabilities=probabilities), probabilities)
