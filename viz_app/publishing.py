@@ -22,6 +22,7 @@ from panel.io.document import unlocked
 from panel.io.state import set_curdoc
 
 from layouts.state import ExplorerState
+from layouts.tab_view import refresh_asked_views
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,8 @@ class Publisher:
 
     def _apply_waiting(self) -> None:
         """Bokeh holds the lock here; Panel must also know whose page this is, and holds the changes' events until
-        the last is applied, then sends them as one message. A change that fails is logged; the others still apply."""
+        the last is applied and the views shown have redrawn from them, then sends them as one message. A change that
+        fails is logged; the others still apply."""
         changes, self.waiting = self.waiting, []
         with set_curdoc(self.document), unlocked():
             for change in changes:
@@ -54,6 +56,7 @@ class Publisher:
                     change()
                 except Exception:  # noqa: BLE001 - one failed write must not drop the others of its tick
                     log.exception("a write into the page's state failed")
+            refresh_asked_views(self.document)
 
     def update(self, **values) -> None:
         self.apply(partial(self.state.param.update, **values))
