@@ -85,10 +85,13 @@ def next_token_probabilities(run) -> np.ndarray:
     return probabilities / probabilities.sum()
 
 
-def top_next_tokens(loaded: LoadedModel, run, k: int = 5) -> list[tuple[str, float]]:
-    """The model's ``k`` likeliest next tokens after the prompt, as (text, probability), likeliest first."""
-    probabilities = next_token_probabilities(run)
-    top = np.argsort(probabilities)[::-1][:k]
+def top_next_tokens(loaded: LoadedModel, run, k: int = 5, probabilities: np.ndarray | None = None,
+                    ) -> list[tuple[str, float]]:
+    """The model's ``k`` likeliest next tokens after the prompt, as (text, probability), likeliest first
+    (``probabilities``: the run's ``next_token_probabilities`` when already read, else read here)."""
+    probabilities = next_token_probabilities(run) if probabilities is None else probabilities
+    candidates = np.argpartition(probabilities, -k)[-k:] if k < len(probabilities) else np.arange(len(probabilities))
+    top = candidates[np.argsort(probabilities[candidates], kind="stable")[::-1]]
     return list(zip(token_strings(loaded, top.tolist()), probabilities[top].tolist()))
 
 

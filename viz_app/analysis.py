@@ -54,5 +54,6 @@ def analysis_of(loaded: LoadedModel, run: Run, typed_target: str = "", target_as
     """What every view needs from a run just captured; a typed target that is not one token after this prompt
     leaves the views on the top prediction (``target_as_written``: an offered spelling, matched as written)."""
     probabilities = next_token_probabilities(run)
-    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run),
-                    match_target(loaded, run, typed_target, probabilities=probabilities, as_written=target_as_written), probabilities)
+    return Analysis(run, detect_sinks(run), top_next_tokens(loaded, run, probabilities=probabilities),
+                    match_target(loaded, run, typed_target, probabilities=probabilities, as_written=target_as_written),
+                    probabilities)
