@@ -69,15 +69,29 @@ def follow_spelling(state: ExplorerState, text: str, _event=None) -> None:
     state.param.update(target_as_written=text, target=text)
 
 
-def spelling_buttons(state: ExplorerState, match) -> pn.FlexBox:
-    """One button per other spelling of the typed word that is one token; a click follows it."""
-    buttons = []
-    for other in match.others if match is not None else ():
-        button = pn.widgets.Button(label=spelling_label(other), color="primary", variant="outline",
-                                   css_classes=["other-spelling"])
-        button.on_click(partial(follow_spelling, state, other.text))
-        buttons.append(button)
-    return pn.FlexBox(*buttons, sizing_mode="stretch_width")
+def spelling_button(state: ExplorerState, label: str, text: str) -> pn.widgets.Button:
+    button = pn.widgets.Button(label=label, color="primary", variant="outline", css_classes=["other-spelling"])
+    button.on_click(partial(follow_spelling, state, text))
+    return button
+
+
+def spelling_buttons(state: ExplorerState) -> pn.FlexBox:
+    """One button per other spelling of the typed word that is one token; a click follows it. The buttons are made
+    again only when the spellings offered change: new widgets make the browser lay the whole page out again, which
+    would lengthen every run (``benchmarks/page_benchmark.py``, Run -> drawn)."""
+    buttons = pn.FlexBox(sizing_mode="stretch_width")
+    shown = []
+
+    def offer(*_events) -> None:
+        match = state.target_match
+        offered = [(spelling_label(other), other.text) for other in (match.others if match is not None else ())]
+        if offered != shown:
+            shown[:] = offered
+            buttons.objects = [spelling_button(state, label, text) for label, text in offered]
+
+    state.param.watch(offer, "target_match")
+    offer()
+    return buttons
 
 
 def target_box(state: ExplorerState, width: int = 240):
@@ -87,5 +101,5 @@ def target_box(state: ExplorerState, width: int = 240):
                                           placeholder=TARGET_BOX_PLACEHOLDER)
     note = pn.Column(pn.pane.HTML(pn.bind(target_note, state.param.target_match, state.param.run),
                                   sizing_mode="stretch_width", css_classes=["target-box"]),
-                     pn.bind(spelling_buttons, state, state.param.target_match), sizing_mode="stretch_width")
+                     spelling_buttons(state), sizing_mode="stretch_width")
     return box, note

@@ -115,9 +115,10 @@ def test_each_other_spelling_is_a_button_that_follows_it_as_written(gpt2, france
     from layouts.state import ExplorerState
     from layouts.target_box import probability_text, spelling_buttons, target_note
 
-    state = ExplorerState(run=france, target="London")
     match = match_target(gpt2, france, "London")
-    buttons = spelling_buttons(state, match).objects
+    state = ExplorerState(run=france, target="London", target_match=match)
+    offered = spelling_buttons(state)
+    buttons = offered.objects
     london = next(s for s in match.others if s.text == "London")
     assert [button.label for button in buttons] == [
         f"London · token 23421 · p = {probability_text(london.probability)}"]
@@ -125,4 +126,7 @@ def test_each_other_spelling_is_a_button_that_follows_it_as_written(gpt2, france
     assert (state.target, state.target_as_written) == ("London", "London")
     chosen = target_note(match_target(gpt2, france, "London", as_written=True), france)
     assert "<code>London</code> (token 23421)" in chosen and "typed “London”, as written." in chosen
-    assert not spelling_buttons(state, match_target(gpt2, france, "")).objects
+    state.target_match = match_target(gpt2, france, "London")
+    assert offered.objects[0] is buttons[0]  # the same spellings keep their buttons: the page is not laid out again
+    state.target_match = match_target(gpt2, france, "")
+    assert not offered.objects
