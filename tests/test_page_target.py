@@ -83,25 +83,11 @@ def test_a_typed_word_is_followed_as_its_spaced_token_in_every_tab(page_with_che
         const view = Bokeh.index.query_one(v => v.model.name === "lens_target");
         return view && view.model.title.text.startsWith("p(␣London)") && view.has_finished();
     }""")
-    last_row_p = page.evaluate("""() => {
-        const view = Bokeh.index.query_one(v => v.model.name === "lens_target");
-        const data = view.model.renderers.map(r => r.data_source).find(s => s.name === "lens_target_probs").data;
-        return data.x[data.x.length - 1];
-    }""")  # the last row: the model's output
-    assert math.isclose(last_row_p, match.followed.probability, rel_tol=1e-3)
+    assert math.isclose(lens_target_title_and_last_p(page)[1], match.followed.probability, rel_tol=1e-3)
     page.screenshot(path=ARTIFACTS / "page-target-lens.png")
 
-    show_tab(page, "Logit attribution", run.seq_len)
-    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed}")
-    expect(page.locator(".attribution-about")).to_contain_text("Logit of ␣London (token 3576")
-    _, logit = shown_sum_and_logit(page)
-    assert abs(logit - direct_logit_attribution(tiny_model, run, 3576).logit) <= 1e-5
-
-    show_tab(page, "Intervention", run.seq_len)
-    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed}")
-    expect(page.locator("body")).to_contain_text(f"Clean run: log p = {math.log(match.followed.probability):.3f}")
-    assert page.evaluate("""() => Bokeh.index.query_one(v => v.model.name === "intervention")
-                                  .model.title.text""").startswith("log p(␣London) next")
+    assert_attribution_and_intervention_follow(page, tiny_model, run, followed, "␣London", 3576,
+                                               match.followed.probability)
     expect(page).to_have_url(re.compile(r"[?&]target=London(&|$)"))
 
     type_target(page, "Londonderry")
@@ -120,6 +106,23 @@ def lens_target_title_and_last_p(page: Page) -> tuple[str, float]:
         const data = view.model.renderers.map(r => r.data_source).find(s => s.name === "lens_target_probs").data;
         return [view.model.title.text, data.x[data.x.length - 1]];
     }""")
+
+
+def assert_attribution_and_intervention_follow(page: Page, tiny_model, run, followed: str, label: str,
+                                               token_id: int, probability: float) -> None:
+    """The attribution and the intervention tabs say they follow the token, and show its logit (as the backend
+    attributes it) and its clean log-probability."""
+    show_tab(page, "Logit attribution", run.seq_len)
+    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed}")
+    expect(page.locator(".attribution-about")).to_contain_text(f"Logit of {label} (token {token_id}")
+    _, logit = shown_sum_and_logit(page)
+    assert abs(logit - direct_logit_attribution(tiny_model, run, token_id).logit) <= 1e-5
+
+    show_tab(page, "Intervention", run.seq_len)
+    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed}")
+    expect(page.locator("body")).to_contain_text(f"Clean run: log p = {math.log(probability):.3f}")
+    assert page.evaluate("""() => Bokeh.index.query_one(v => v.model.name === "intervention")
+                                  .model.title.text""").startswith(f"log p({label}) next")
 
 
 def test_a_clicked_other_spelling_is_followed_in_every_tab(page_with_checks, tiny_model):
@@ -144,17 +147,7 @@ def test_a_clicked_other_spelling_is_followed_in_every_tab(page_with_checks, tin
     assert math.isclose(lens_target_title_and_last_p(page)[1], chosen.probability, rel_tol=1e-3)
     page.screenshot(path=ARTIFACTS / "page-target-other-spelling.png")
 
-    show_tab(page, "Logit attribution", run.seq_len)
-    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed}")
-    expect(page.locator(".attribution-about")).to_contain_text("Logit of London (token 23421")
-    _, logit = shown_sum_and_logit(page)
-    assert abs(logit - direct_logit_attribution(tiny_model, run, 23421).logit) <= 1e-5
-
-    show_tab(page, "Intervention", run.seq_len)
-    expect(visible(page, ".target-note").first).to_contain_text(f"Following {followed}")
-    expect(page.locator("body")).to_contain_text(f"Clean run: log p = {math.log(chosen.probability):.3f}")
-    assert page.evaluate("""() => Bokeh.index.query_one(v => v.model.name === "intervention")
-                                  .model.title.text""").startswith("log p(London) next")
+    assert_attribution_and_intervention_follow(page, tiny_model, run, followed, "London", 23421, chosen.probability)
     expect(page).to_have_url(re.compile(r"[?&]target=London&target_as_written=London(&|$)"))
     page.goto(page.url)  # the link follows the same token
     show_tab(page, "Intervention", run.seq_len)
