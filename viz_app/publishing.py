@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from functools import partial
 
-from panel.io.document import unlocked
+from panel.io import unlocked
 from panel.io.state import set_curdoc
 
 from layouts.state import ExplorerState
