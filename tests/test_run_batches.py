@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from concurrent.futures import ThreadPoolExecutor
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from conftest import run_coroutine
@@ -62,11 +62,58 @@ def test_a_lone_run_goes_through_alone_and_a_refused_prompt_does_not_stop_the_ot
 
 
 def test_batches_keep_under_their_padded_size(monkeypatch):
+    monkeypatch.setattr(run_batches, "PASS_COST_TOKENS", 1_000)  # as few passes as the limits allow
     monkeypatch.setattr(run_batches, "MAX_BATCH_TOKENS", 10)
-    tokenized = [(name, [0] * length) for name, length in (("a", 4), ("b", 2), ("c", 3), ("d", 12))]
-    assert [[name for name, _ in batch] for batch in run_batches.batches(tokenized)] == [["b", "c"], ["a"], ["d"]]
+    tokenized = [(name, [0] * length) for name, length in (("a", 5), ("b", 2), ("c", 3), ("d", 12))]
+    assert batch_names(tokenized) == [["b", "c"], ["a"], ["d"]]
     monkeypatch.setattr(run_batches, "MAX_BATCH_PATTERN", 17)  # two rows of 3 tokens: 18 entries, too many
-    assert [[name for name, _ in batch] for batch in run_batches.batches(tokenized)] == [["b"], ["c"], ["a"], ["d"]]
+    assert batch_names(tokenized) == [["b"], ["c"], ["a"], ["d"]]
+
+
+def test_runs_of_similar_length_share_a_batch_and_runs_far_apart_do_not():
+    """Padding short runs to a long one costs more than a pass of their own; a few tokens' difference does not."""
+    lengths = {"a": 101, "b": 10, "c": 100, "d": 12, "e": 11, "f": 102}
+    assert batch_names([(name, [0] * length) for name, length in lengths.items()]) == [["b", "e", "d"],
+                                                                                        ["c", "a", "f"]]
+    assert batch_names([(name, [0] * length) for name, length in (("x", 31), ("y", 30), ("z", 32))]) == [
+        ["y", "x", "z"]]
+
+
+def batch_names(tokenized) -> list[list[str]]:
+    return [[name for name, _ in batch] for batch in run_batches.batches(tokenized)]
+
+
+def test_a_batch_done_is_handed_out_while_the_next_one_computes(gpt2, monkeypatch):
+    """The short runs' pages publish while the long runs' batch still computes."""
+    real, second_pass_ended = run_batches.capture_batch, []
+
+    def slow_second_pass(loaded, token_lists, **kwargs):
+        runs = real(loaded, token_lists, **kwargs)
+        if len(token_lists[0]) > 20:
+            time.sleep(0.5)
+            second_pass_ended.append(time.monotonic())
+        return runs
+
+    monkeypatch.setattr(run_batches, "capture_batch", slow_second_pass)
+    monkeypatch.setattr(run_batches, "PASS_COST_TOKENS", 8)  # the tiny model's prompts are short: two batches
+    release = threading.Event()
+    short, long = ["Short one", "Short two"], [" ".join(["word"] * 40), " ".join(["word"] * 41)]
+
+    async def class_presses_run():
+        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREADS._max_workers)]
+        await asyncio.sleep(0.1)
+        asked = [asyncio.ensure_future(arrival_time(prompt)) for prompt in short + long]
+        await asyncio.sleep(0.1)
+        release.set()
+        await asyncio.gather(*busy)
+        return await asyncio.gather(*asked)
+
+    async def arrival_time(prompt: str) -> float:
+        await run_batches.analysed_together(gpt2, prompt, True)
+        return time.monotonic()
+
+    arrivals = run_coroutine(class_presses_run())
+    assert max(arrivals[:2]) < second_pass_ended[0] <= min(arrivals[2:])
 
 
 def test_a_collector_left_on_a_loop_that_stopped_running_holds_up_no_run_on_another(gpt2):

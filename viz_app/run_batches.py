@@ -1,18 +1,20 @@
-"""Runs that wait for the model at the same moment go through it as one padded batch (``capture_batch``): a class
-pressing Run together costs one pass of larger matrices instead of thirty small ones, each session then getting its
-own rows. ``benchmarks/classroom_load.py`` measures what it saves.
+"""Runs that wait for the model at the same moment go through it in padded batches (``capture_batch``): a class
+pressing Run together costs a few passes of larger matrices instead of thirty small ones, each session then getting
+its own rows. ``benchmarks/classroom_load.py`` measures what it saves.
 
 The first run asked starts a collector for its model: one job on the shared model threads (``model_work.py``) that
 takes every run waiting when a thread takes it up, then, as long as more runs arrived while it computed, one more
-job for those. A lone run's job therefore starts as soon as a thread is free, with no waiting window; a class's runs
-go through in two or three batches, each job alone on the model's cores instead of two small passes on one core
-each beside a large one.
+job for those. A lone run's job therefore starts as soon as a thread is free, with no waiting window. A job cuts its
+runs into batches of similar length, so that little of a pass is padding, and hands each batch's runs their
+outcomes as soon as that batch is done: their pages publish while the next batch computes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -25,6 +27,7 @@ from .prompt_limits import check_page_token_limit
 
 MAX_BATCH_TOKENS = 16_384  # rows times the longest row: one batch's padded size, which its activations scale with
 MAX_BATCH_PATTERN = 2_048 ** 2  # rows times the longest row squared, which each block's attention pattern scales with
+PASS_COST_TOKENS = 128  # a pass's fixed cost (every block's calls and hooks) in padded tokens' worth
 
 
 @dataclass(frozen=True)
@@ -64,63 +67,93 @@ async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool, typed_t
 
 
 async def collect(loaded: LoadedModel, key: tuple[int, int]) -> None:
-    """Jobs that take the runs waiting for ``loaded`` until none is left. A job's runs hear their outcomes once it has
-    ended, so that a session that goes on from its run finds the model threads as they are after it
-    (``models_idle``)."""
+    """Jobs that take the runs waiting for ``loaded`` until none is left. A job's last batch hears its outcomes
+    once the job has ended, so that a lone run's session, going on from its run, finds the model threads idle
+    (``models_idle``: the lens reads ahead then)."""
     while True:
         try:
-            outcomes = await in_model_thread(analyse_waiting, loaded, key)
+            outcomes = await in_model_thread(analyse_waiting, loaded, key, deliver)
         except BaseException:
             with _asking:
                 _collecting.discard(key)  # the next run asked starts a collector again
             raise
-        for asked, outcome in outcomes:
-            if isinstance(outcome, Exception):
-                asked.analysis.set_exception(outcome)
-            else:
-                asked.analysis.set_result(outcome)
+        deliver(outcomes)
         with _asking:
             if not _waiting.get(key):
                 _collecting.discard(key)
                 return
 
 
-def analyse_waiting(loaded: LoadedModel, key: tuple[int, int]) -> list[tuple[AskedRun, Analysis | Exception]]:
-    """Take every run waiting for ``loaded`` on the collector's loop, and give each its analysis or the error that
-    stopped it."""
+def deliver(outcomes: list[tuple[AskedRun, Analysis | Exception]]) -> None:
+    """Hand each run its analysis or the error that stopped it (from any thread: its session awaits it)."""
+    for asked, outcome in outcomes:
+        if isinstance(outcome, Exception):
+            asked.analysis.set_exception(outcome)
+        else:
+            asked.analysis.set_result(outcome)
+
+
+def analyse_waiting(loaded: LoadedModel, key: tuple[int, int], deliver_early: Callable[[list], None],
+                    ) -> list[tuple[AskedRun, Analysis | Exception]]:
+    """Take every run waiting for ``loaded`` on the collector's loop and analyse them batch by batch: each batch but
+    the last goes to ``deliver_early`` once done; returns the last batch's outcomes."""
     with _asking:
         taken = _waiting.pop(key, [])
-    outcomes, tokenized = [], []
+    refused, tokenized = [], []
     for asked in taken:
         try:
             token_ids = encode_prompt(loaded, asked.prompt, bos=asked.bos)
             check_page_token_limit(loaded, len(token_ids))
             tokenized.append((asked, token_ids))
         except Exception as error:  # noqa: BLE001 - the session reports it
-            outcomes.append((asked, error))
-    for batch in batches(tokenized):
+            refused.append((asked, error))
+    deliver_early(refused)
+    if not tokenized:
+        return []
+    *first, last = batches(tokenized)
+    for batch in first:
+        deliver_early(analysed_batch(loaded, batch))
+    return analysed_batch(loaded, last)
+
+
+def analysed_batch(loaded: LoadedModel, batch: list[tuple[AskedRun, list[int]]],
+                   ) -> list[tuple[AskedRun, Analysis | Exception]]:
+    """One pass for the batch's runs, and each run's analysis or the error that stopped it."""
+    try:
+        runs = capture_batch(loaded, [ids for _, ids in batch], prompts=[a.prompt for a, _ in batch],
+                             bos=[a.bos for a, _ in batch])
+    except Exception as error:  # noqa: BLE001 - every session of the batch reports it
+        return [(asked, error) for asked, _ in batch]
+    outcomes = []
+    for (asked, _), run in zip(batch, runs):
         try:
-            runs = capture_batch(loaded, [ids for _, ids in batch], prompts=[a.prompt for a, _ in batch],
-                                 bos=[a.bos for a, _ in batch])
-        except Exception as error:  # noqa: BLE001 - every session of the batch reports it
-            outcomes += [(asked, error) for asked, _ in batch]
-            continue
-        for (asked, _), run in zip(batch, runs):
-            try:
-                outcomes.append((asked, analysis_of(loaded, run, asked.typed_target, asked.target_as_written)))
-            except Exception as error:  # noqa: BLE001 - the session reports it
-                outcomes.append((asked, error))
+            outcomes.append((asked, analysis_of(loaded, run, asked.typed_target, asked.target_as_written)))
+        except Exception as error:  # noqa: BLE001 - the session reports it
+            outcomes.append((asked, error))
     return outcomes
 
 
 def batches(tokenized: list[tuple[AskedRun, list[int]]]) -> list[list[tuple[AskedRun, list[int]]]]:
-    """The runs shortest first, cut into batches of at most MAX_BATCH_TOKENS padded tokens and MAX_BATCH_PATTERN
-    pattern entries per head (a run over either alone)."""
-    result, batch = [], []
-    for item in sorted(tokenized, key=lambda item: len(item[1])):
-        rows, longest = len(batch) + 1, len(item[1])
-        if batch and (rows * longest > MAX_BATCH_TOKENS or rows * longest ** 2 > MAX_BATCH_PATTERN):
-            result.append(batch)
-            batch = []
-        batch.append(item)
-    return result + ([batch] if batch else [])
+    """The runs shortest first, cut into the batches of least cost (PASS_COST_TOKENS per pass plus its padded
+    tokens), each within MAX_BATCH_TOKENS padded tokens and MAX_BATCH_PATTERN pattern entries per head (a run over
+    either alone)."""
+    ordered = sorted(tokenized, key=lambda item: len(item[1]))
+    lengths = [len(ids) for _, ids in ordered]
+    # least[j]: the least cost of the first j runs, and where its last batch starts
+    least = [(0, 0)]
+    for end in range(1, len(ordered) + 1):
+        longest = lengths[end - 1]
+        least.append(min((least[start][0] + PASS_COST_TOKENS + (end - start) * longest, start)
+                         for start in range(end)
+                         if end - start == 1 or fits((end - start), longest)))
+    cuts, end = [], len(ordered)
+    while end:
+        cuts.append(end)
+        end = least[end][1]
+    starts = [0, *reversed(cuts)]
+    return [ordered[start:end] for start, end in itertools.pairwise(starts)]
+
+
+def fits(rows: int, longest: int) -> bool:
+    """Whether a batch of ``rows`` padded to ``longest`` stays within the batch limits."""
+    return rows * longest <= MAX_BATCH_TOKENS and rows * longest ** 2 <= MAX_BATCH_PATTERN
