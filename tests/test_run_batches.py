@@ -141,3 +141,33 @@ def in_a_thread(function):
     the main thread, and no other loop may run there."""
     with ThreadPoolExecutor(1) as thread:
         return thread.submit(function).result()
+
+
+def test_a_run_asked_while_a_batch_computes_joins_the_batches_not_yet_run(gpt2, monkeypatch):
+    rows, real, first_pass = [], run_batches.capture_batch, threading.Event()
+
+    def recording(loaded, token_lists, **kwargs):
+        rows.append(len(token_lists))
+        first_pass.set()
+        time.sleep(0.3 if len(rows) == 1 else 0)  # the late run is asked meanwhile
+        return real(loaded, token_lists, **kwargs)
+
+    monkeypatch.setattr(run_batches, "capture_batch", recording)
+    monkeypatch.setattr(run_batches, "PASS_COST_TOKENS", 8)  # the tiny model's prompts are short: two batches
+    release = threading.Event()
+    prompts = ["Short one", "Short two", " ".join(["word"] * 40), " ".join(["word"] * 41)]
+
+    async def a_late_student():
+        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREADS._max_workers)]
+        await asyncio.sleep(0.1)
+        asked = [asyncio.ensure_future(run_batches.analysed_together(gpt2, prompt, True)) for prompt in prompts]
+        await asyncio.sleep(0.1)
+        release.set()
+        await asyncio.gather(*busy)
+        await asyncio.to_thread(first_pass.wait)
+        late = await run_batches.analysed_together(gpt2, " ".join(["word"] * 42), True)
+        return late, await asyncio.gather(*asked)
+
+    late, analyses = run_coroutine(a_late_student())
+    assert rows == [2, 3]
+    assert [a.run.prompt for a in analyses] == prompts and late.run.seq_len == 43

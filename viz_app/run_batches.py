@@ -3,10 +3,11 @@ pressing Run together costs a few passes of larger matrices instead of thirty sm
 its own rows. ``benchmarks/classroom_load.py`` measures what it saves.
 
 The first run asked starts a collector for its model: one job on the shared model threads (``model_work.py``) that
-takes every run waiting when a thread takes it up, then, as long as more runs arrived while it computed, one more
-job for those. A lone run's job therefore starts as soon as a thread is free, with no waiting window. A job cuts its
-runs into batches of similar length, so that little of a pass is padding, and hands each batch's runs their
-outcomes as soon as that batch is done: their pages publish while the next batch computes.
+takes every run waiting when a thread takes it up. A lone run's job therefore starts as soon as a thread is free,
+with no waiting window. A job cuts its runs into batches of similar length, so that little of a pass is padding;
+runs asked while it computes join the batches not yet run (a student a moment late waits for one batch, not for
+the class's); each batch's runs hear their outcomes as soon as it is done, so their pages publish while the next
+batch computes.
 """
 
 from __future__ import annotations
@@ -95,8 +96,27 @@ def deliver(outcomes: list[tuple[AskedRun, Analysis | Exception]]) -> None:
 
 def analyse_waiting(loaded: LoadedModel, key: tuple[int, int], deliver_early: Callable[[list], None],
                     ) -> list[tuple[AskedRun, Analysis | Exception]]:
-    """Take every run waiting for ``loaded`` on the collector's loop and analyse them batch by batch: each batch but
-    the last goes to ``deliver_early`` once done; returns the last batch's outcomes."""
+    """Analyse the runs waiting for ``loaded`` on the collector's loop batch by batch, taking the runs asked
+    meanwhile into the batches not yet run: each batch but the last goes to ``deliver_early`` once done; returns
+    the last batch's outcomes. The batch holding the runs taken earliest goes first (the shortest of those), so a
+    run asked later never overtakes one waiting already unless they share a pass."""
+    pending, taken_at, outcomes = [], {}, []
+    for turn in itertools.count():
+        taken = tokenized_waiting(loaded, key, deliver_early)
+        taken_at |= {id(asked): turn for asked, _ in taken}
+        pending += taken
+        if not pending:
+            return outcomes
+        deliver_early(outcomes)
+        batch = min(batches(pending), key=lambda batch: min(taken_at[id(asked)] for asked, _ in batch))
+        pending = [item for item in pending if all(item is not chosen for chosen in batch)]
+        outcomes = analysed_batch(loaded, batch)
+
+
+def tokenized_waiting(loaded: LoadedModel, key: tuple[int, int], refuse: Callable[[list], None],
+                      ) -> list[tuple[AskedRun, list[int]]]:
+    """Take every run waiting for ``loaded`` on the collector's loop, with its token ids; a prompt over the page's
+    limits goes to ``refuse`` with its error."""
     with _asking:
         taken = _waiting.pop(key, [])
     refused, tokenized = [], []
@@ -107,13 +127,8 @@ def analyse_waiting(loaded: LoadedModel, key: tuple[int, int], deliver_early: Ca
             tokenized.append((asked, token_ids))
         except Exception as error:  # noqa: BLE001 - the session reports it
             refused.append((asked, error))
-    deliver_early(refused)
-    if not tokenized:
-        return []
-    *first, last = batches(tokenized)
-    for batch in first:
-        deliver_early(analysed_batch(loaded, batch))
-    return analysed_batch(loaded, last)
+    refuse(refused)
+    return tokenized
 
 
 def analysed_batch(loaded: LoadedModel, batch: list[tuple[AskedRun, list[int]]],
