@@ -10,7 +10,7 @@ state that every view watches. A Run click's path:
     run_prompt                        this file: under the worker's lock (session_worker.py), the busy line set
          |
          v
-    analysed_together                 run_batches.py: one pass on a model thread (model_work.py) for every page
+    analysed_together                 run_batches.py: batched passes on a model thread (model_work.py) for the pages
          |                            waiting, then analysis.py: sinks and residual norms, next tokens, the target
          v
     job.publish                       jobs.py, publishing.py: into the state under the document's lock, if the
