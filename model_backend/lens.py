@@ -8,6 +8,7 @@ kept: each row is reduced to its top-k before the next is computed.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,13 +43,6 @@ class LogitLens:
         return len(self.row_labels)
 
 
-def read_out(loaded: LoadedModel, residual: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
-    """Logits from a [1, seq, hidden] residual: final norm then the model's readout (lm_head and any softcap), or the
-    readout alone when ``raw``."""
-    normed = residual if raw else loaded.module("final_norm")(residual)
-    return unembed(loaded, normed)
-
-
 def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | None = None,
                raw: bool = False, positions=None, keep_reading=None) -> LogitLens | None:
     """Read every boundary through the model's readout and keep, per position, the top ``k`` tokens.
@@ -68,13 +62,26 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
             if keep_reading is not None and not keep_reading():
                 return None
             residuals = torch.cat([to_model(loaded, run[boundaries[row][1]][positions]) for row in group], dim=1)
-            logits = read_out(loaded, residuals, raw=raw)[0].float().cpu().unflatten(0, (len(group), len(positions)))
-            if group[-1] == len(boundaries) - 1 and not raw:
-                # The model's logits for these rows, read by lm_head in the same shape: the identity holds bit for bit.
-                last_row_diff = float((logits[-1] - torch.from_numpy(run.read_logits(positions))).abs().max())
+            normed = residuals if raw else loaded.module("final_norm")(residuals)
+            logits = unembed(loaded, normed)[0].float().cpu().unflatten(0, (len(group), len(positions)))
+            if group[-1] == len(boundaries) - 1 and not raw:  # read alone, in the shape Run.read_logits uses
+                last_row_diff = difference_from_models_logits(loaded, run, positions, normed, logits[-1])
             rows.add(logits)
     return LogitLens(row_labels=labels, target_id=target_id, raw=raw, last_row_max_abs_diff=last_row_diff,
                      positions=positions, **rows.stacked())
+
+
+def difference_from_models_logits(loaded: LoadedModel, run: Run, positions: np.ndarray, normed: torch.Tensor,
+                                  last_row: torch.Tensor) -> float:
+    """The largest difference between the lens's last row and the model's logits at ``positions``.
+
+    The model's logits are lm_head on its own final norm's output (``Run.read_logits``, in this shape). Where the lens's
+    final norm of the last block's output is that output bit for bit, the lens's lm_head call was the model's own on
+    the same input in the same shape: the identity holds bit for bit without streaming a large unembedding a second
+    time. Only a final norm that differs reads the model's logits, to measure by how much."""
+    if torch.equal(normed, to_model(loaded, run["final_norm_output"][positions])):
+        return 0.0
+    return float((last_row - torch.from_numpy(run.read_logits(positions))).abs().max())
 
 
 def boundary_groups(n_boundaries: int, n_positions: int, vocab_size: int) -> list[range]:
@@ -87,6 +94,8 @@ def boundary_groups(n_boundaries: int, n_positions: int, vocab_size: int) -> lis
     ``benchmarks/README.md``). The last boundary is read alone, in the shape ``Run.read_logits`` uses.
     """
     per_group = max(1, LOGITS_PER_MATMUL // (n_positions * vocab_size), LOGIT_ROWS_PER_MATMUL // n_positions)
+    n_groups = -(-(n_boundaries - 1) // per_group)
+    per_group = -(-(n_boundaries - 1) // max(n_groups, 1))  # as even as they come: no last group of a few rows
     starts = range(0, n_boundaries - 1, per_group)
     return [range(start, min(start + per_group, n_boundaries - 1)) for start in starts] + [
         range(n_boundaries - 1, n_boundaries)]
@@ -103,7 +112,12 @@ class LensRows:
     def add(self, logits: torch.Tensor) -> None:
         """Reduce logits [row, position, vocab]: top-k, then only those k normalised. Each (row, position) is reduced
         on its own, the exponentials written into one reused vector: over a 262,144-token vocabulary, whole-table
-        temporaries cost more than the arithmetic (``benchmarks/page_benchmark.py`` times the lens)."""
+        temporaries cost more than the arithmetic (``benchmarks/page_benchmark.py`` times the lens). It runs on one
+        core (``one_core``)."""
+        with one_core():
+            self.reduce(logits)
+
+    def reduce(self, logits: torch.Tensor) -> None:
         best = logits.topk(self.k, dim=-1)
         log_normaliser = log_sum_exp(logits, best.values[..., :1])
         self.top_ids.append(best.indices.numpy())
@@ -119,6 +133,19 @@ class LensRows:
             return np.concatenate(parts) if parts else None
         return {"top_ids": joined(self.top_ids), "top_probs": joined(self.top_probs),
                 "target_probs": joined(self.target_probs), "target_ranks": joined(self.target_ranks)}
+
+
+@contextmanager
+def one_core():
+    """Torch's operations in this thread on one core for a while: one vocabulary vector at a time is too little work to
+    share, and two cores meet at a barrier after every operation, where a core busy elsewhere (another session, the
+    browser) holds up each of the hundreds of small operations a lens read makes (``benchmarks/page_benchmark.py``)."""
+    cores = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(cores)
 
 
 def log_sum_exp(logits: torch.Tensor, top: torch.Tensor) -> torch.Tensor:

@@ -9,14 +9,25 @@ import numpy as np
 import pytest
 from conftest import run_coroutine
 
+from layouts.logit_lens_view import VISIBLE_POSITIONS
 from model_backend import logit_lens
 from viz_app import lens_reading as lens_module
 from viz_app import session as session_module
 from viz_app import tab_jobs as tab_jobs_module
-from viz_app.lens_reading import LENS_CHUNK_POSITIONS, LENS_MARGIN_POSITIONS, LENS_TOP_K, last_unread, unread_on_screen
+from viz_app.lens_reading import (
+    LENS_CHUNK_POSITIONS,
+    LENS_MARGIN_POSITIONS,
+    LENS_TOP_K,
+    last_unread,
+    unread_on_screen,
+)
 from viz_app.session import ExplorerSession
 
-LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens, three lens chunks
+LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens
+OPENS = list(range(40 - VISIBLE_POSITIONS, 40))  # the positions the lens grid opens on, read ahead after a run
+OPENS_MARGIN = list(range(OPENS[0] - LENS_MARGIN_POSITIONS, OPENS[0]))  # and those it nearly shows, read next
+OFF_SCREEN = [list(range(OPENS_MARGIN[0] - LENS_CHUNK_POSITIONS, OPENS_MARGIN[0])),
+              list(range(OPENS_MARGIN[0] - LENS_CHUNK_POSITIONS))]  # then the others, a chunk at a time
 
 
 @pytest.fixture
@@ -36,19 +47,24 @@ def controller(tiny_gpt2_dir):
     return controller
 
 
-def test_the_lens_reads_the_positions_on_screen_then_the_last_unread_ones():
+def test_the_lens_reads_the_positions_on_screen_then_their_margin_then_the_last_unread_ones():
     unread = np.ones(40, dtype=bool)
-    assert unread_on_screen(unread, None).tolist() == list(range(24, 40))
-    assert unread_on_screen(unread, (10, 15)).tolist() == list(range(10 - LENS_MARGIN_POSITIONS,
-                                                                    15 + LENS_MARGIN_POSITIONS + 1))
+    assert unread_on_screen(unread, None).tolist() == OPENS
+    assert unread_on_screen(unread, (10, 15)).tolist() == list(range(10, 16))
     zoomed_out = unread_on_screen(unread, (0, 39))  # read a chunk at a time, from the window's right end
     assert zoomed_out.tolist() == list(range(40 - LENS_CHUNK_POSITIONS, 40))
-    assert unread_on_screen(unread, (0, 3)).tolist() == list(range(0, 3 + LENS_MARGIN_POSITIONS + 1))
-    unread[24:] = False
+    assert unread_on_screen(unread, (0, 3)).tolist() == list(range(4))
+    assert last_unread(unread).tolist() == list(range(40 - LENS_CHUNK_POSITIONS, 40))
+    window_read = unread.copy()
+    window_read[10:16] = False
+    assert unread_on_screen(window_read, (10, 15)).tolist() == [*range(10 - LENS_MARGIN_POSITIONS, 10),
+                                                                 *range(16, 16 + LENS_MARGIN_POSITIONS)]
+    unread[OPENS] = False
+    assert unread_on_screen(unread, None).tolist() == OPENS_MARGIN
+    unread[OPENS_MARGIN] = False
     assert unread_on_screen(unread, None).size == 0
     assert unread_on_screen(unread, (50, 60)).size == 0  # dragged past the last token
-    assert last_unread(unread).tolist() == list(range(24 - LENS_CHUNK_POSITIONS, 24))
-    assert last_unread(np.ones(512, dtype=bool)).tolist() == list(range(512 - LENS_CHUNK_POSITIONS, 512))
+    assert last_unread(unread).tolist() == OFF_SCREEN[0]
 
 
 def published_lenses(controller) -> list[list[int]]:
@@ -62,7 +78,7 @@ def published_lenses(controller) -> list[list[int]]:
 def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(controller):
     published = published_lenses(controller)
     run_coroutine(controller.lens.read())
-    assert [len(positions) for positions in published] == [16, 32, 40]
+    assert published[:-1] == [OPENS, OPENS_MARGIN + OPENS, OFF_SCREEN[0] + OPENS_MARGIN + OPENS]
     assert published[-1] == list(range(40))
 
 
@@ -71,13 +87,13 @@ def test_the_lens_reads_where_the_grid_was_dragged_first(controller):
     published = published_lenses(controller)
     controller.state.lens_window = (0, 4)
     run_coroutine(controller.lens.read())
-    assert published[:2] == [list(range(24, 40)), list(range(0, 4 + LENS_MARGIN_POSITIONS + 1)) + list(range(24, 40))]
+    assert published[:3] == [OPENS, list(range(5)) + OPENS, list(range(5 + LENS_MARGIN_POSITIONS)) + OPENS]
     assert published[-1] == list(range(40))
 
 
 def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_at_once(controller, monkeypatch):
-    """Another session's work keeps the model threads busy: the lens reads what the grid shows, and waits with
-    the rest; a drag is read at once; the rest follows once the threads are idle."""
+    """Another session's work keeps the model threads busy: the lens reads what the grid shows and nearly shows, and
+    waits with the rest; a drag is read at once; the rest follows once the threads are idle."""
     published = published_lenses(controller)
     idle = False
     monkeypatch.setattr(lens_module, "models_idle", lambda: idle)
@@ -90,7 +106,7 @@ def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_
         await asyncio.sleep(0.5)
         waited = list(published)
         controller.state.lens_window = (0, 2)
-        while len(published) < 2:
+        while len(published) < 3:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.5)
         dragged = list(published)
@@ -99,9 +115,8 @@ def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_
         return waited, dragged
 
     waited, dragged = run_coroutine(busy_models_then_a_drag_then_idle())
-    assert waited == [list(range(24, 40))]
-    assert dragged[1] == list(range(0, 2 + LENS_MARGIN_POSITIONS + 1)) + list(range(24, 40))
-    assert len(dragged) == 2
+    assert waited == [OPENS, OPENS_MARGIN + OPENS]
+    assert dragged[2:] == [[0, 1, 2] + OPENS_MARGIN + OPENS, list(range(3 + LENS_MARGIN_POSITIONS)) + OPENS_MARGIN + OPENS]
     assert published[-1] == list(range(40))
 
 
@@ -138,14 +153,14 @@ def test_a_run_reads_where_its_lens_opens_ahead_and_the_lens_uses_that_read(cont
         await controller.lens.read()
         return read_before_asked
 
-    assert run_coroutine(run_then_lens_once_read_ahead()) == [list(range(24, 40))]
-    assert reads == [list(range(24, 40)), list(range(8, 24)), list(range(0, 8))]  # the opening positions once
-    assert published == [list(range(24, 40)), list(range(8, 40)), list(range(40))]
+    assert run_coroutine(run_then_lens_once_read_ahead()) == [OPENS]
+    assert reads == [OPENS, OPENS_MARGIN, *OFF_SCREEN]  # the opening positions once
+    assert published == [OPENS, OPENS_MARGIN + OPENS, OFF_SCREEN[0] + OPENS_MARGIN + OPENS, list(range(40))]
     run, lens = controller.state.run, controller.state.lens
     target_id = controller.loaded.tokenizer.encode(controller.state.target)[0]
-    alone = logit_lens(controller.loaded, run, k=LENS_TOP_K, target_id=target_id, positions=np.arange(24, 40))
-    for read_ahead, read_alone in ((lens.top_ids[:, 24:], alone.top_ids), (lens.top_probs[:, 24:], alone.top_probs),
-                                   (lens.target_probs[:, 24:], alone.target_probs)):
+    alone = logit_lens(controller.loaded, run, k=LENS_TOP_K, target_id=target_id, positions=np.array(OPENS))
+    for read_ahead, read_alone in ((lens.top_ids[:, OPENS], alone.top_ids), (lens.top_probs[:, OPENS], alone.top_probs),
+                                   (lens.target_probs[:, OPENS], alone.target_probs)):
         np.testing.assert_array_equal(read_ahead, read_alone)
 
 
@@ -179,11 +194,11 @@ def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked
         return read_ahead
 
     assert run_coroutine(run_then_others_wait_then_lens(asked_first=False)) is None  # it gave way
-    assert reads[:2] == [list(range(24, 40))] * 2  # read again when asked for
+    assert reads[:2] == [OPENS] * 2  # read again when asked for
     assert controller.state.lens.positions.tolist() == list(range(40))
     reads.clear()
     assert run_coroutine(run_then_others_wait_then_lens(asked_first=True)) is not None  # asked for: it went on
-    assert reads == [list(range(24, 40)), list(range(8, 24)), list(range(0, 8))]
+    assert reads == [OPENS, OPENS_MARGIN, *OFF_SCREEN]
 
 
 def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(controller, monkeypatch):
@@ -192,12 +207,13 @@ def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(con
     monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
 
     def read_while_others_come(*args, positions, keep_reading=None, **kwargs):
-        """The first chunk read off screen sees a drag to the first tokens; the next one, another page's job."""
+        """The first chunk read off screen (after the opening positions' margin) sees a drag to the first tokens; the
+        next one (after the dragged-to positions and their margin), another page's job."""
         nonlocal others_wait
         reads.append(positions.tolist())
-        if len(reads) == 1:
+        if len(reads) == 2:
             controller.state.lens_window = (0, 2)
-        if len(reads) == 3:
+        if len(reads) == 5:
             others_wait = True
         part = logit_lens_read(*args, positions=positions, keep_reading=keep_reading, **kwargs)
         others_wait = False
@@ -205,16 +221,19 @@ def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(con
 
     monkeypatch.setattr(lens_module, "logit_lens", read_while_others_come)
     run_coroutine(controller.lens.read())  # the fixture's read ahead gives the first chunk
-    off_screen, dragged_to = list(range(8, 24)), list(range(0, 2 + LENS_MARGIN_POSITIONS + 1))
-    assert reads == [off_screen, dragged_to, off_screen, off_screen, [7]]  # each chunk that gave way is read again
-    assert published[:2] == [list(range(24, 40)), dragged_to + list(range(24, 40))]  # none from a chunk that gave way
+    dragged_to, its_margin = [0, 1, 2], list(range(3, 3 + LENS_MARGIN_POSITIONS))
+    # each chunk that gave way is read again, and the rest after it
+    assert reads == [OPENS_MARGIN, OFF_SCREEN[0], dragged_to, its_margin, OFF_SCREEN[0], OFF_SCREEN[0],
+                     list(range(its_margin[-1] + 1, OFF_SCREEN[0][0]))]
+    read_first = OPENS_MARGIN + OPENS
+    assert published[:3] == [OPENS, read_first, dragged_to + read_first]  # none from a chunk that gave way
     assert published[-1] == list(range(40)) and controller.state.message == ""
 
 
 def test_a_lens_read_ahead_that_failed_is_read_again_where_failures_are_shown(controller, monkeypatch):
     reads = counted_lens_reads(monkeypatch, failures=1)
     run_then_read_the_lens(controller)
-    assert reads[:2] == [list(range(24, 40))] * 2 and controller.state.message == ""
+    assert reads[:2] == [OPENS] * 2 and controller.state.message == ""
     assert controller.state.lens.positions.tolist() == list(range(40))
 
 
@@ -244,7 +263,7 @@ def test_a_lens_read_ahead_for_another_target_is_not_used(controller, monkeypatc
         await controller.lens.read()
 
     run_coroutine(run_then_change_the_target())
-    assert reads[:2] == [list(range(24, 40))] * 2
+    assert reads[:2] == [OPENS] * 2
     assert controller.state.lens.target_id == controller.loaded.tokenizer.encode(" Rome")[0]
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layouts.logit_lens_view import VISIBLE_POSITIONS
 from model_backend import LoadedModel, LogitLens, Run, joined_lens, logit_lens
 
 from .analysis import decoded
@@ -16,7 +17,6 @@ from .jobs import Job
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
 
 LENS_TOP_K = 5
-LENS_FIRST_POSITIONS = 16
 LENS_MARGIN_POSITIONS = 4
 LENS_CHUNK_POSITIONS = 16
 LENS_IDLE_POLL_SECONDS = 0.1
@@ -50,14 +50,16 @@ class GivesWay:
 
 
 def unread_on_screen(unread: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
-    """Unread positions the lens grid shows or nearly shows (its window and a margin each side; without a window,
-    the last positions, where a run's grid opens), at most a chunk of them."""
+    """Unread positions the lens grid shows (its window; without a window, the last positions, where a run's grid
+    opens), else, once those are read, the unread ones it nearly shows (a margin each side): at most a chunk of them.
+    Each lm_head call streams the whole unembedding, so the margin read with them would delay what is on screen."""
     seq_len = len(unread)
-    if window is None:
-        start, end = max(seq_len - LENS_FIRST_POSITIONS, 0), seq_len
-    else:
-        start, end = max(window[0] - LENS_MARGIN_POSITIONS, 0), min(window[1] + LENS_MARGIN_POSITIONS + 1, seq_len)
-    return (np.flatnonzero(unread[start:end]) + start)[-LENS_CHUNK_POSITIONS:]
+    first, last = (max(seq_len - VISIBLE_POSITIONS, 0), seq_len - 1) if window is None else window
+    shown = np.flatnonzero(unread[first : last + 1]) + first
+    if not shown.size:
+        near = np.arange(max(first - LENS_MARGIN_POSITIONS, 0), min(last + LENS_MARGIN_POSITIONS + 1, seq_len))
+        shown = near[unread[near]]
+    return shown[-LENS_CHUNK_POSITIONS:]
 
 
 def last_unread(unread: np.ndarray) -> np.ndarray:
