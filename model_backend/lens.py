@@ -17,11 +17,12 @@ import torch
 from .boundaries import residual_boundaries
 from .capture import to_model
 from .loaded_model import LoadedModel
-from .readout import unembed
+from .readout import unembed, unembed_in_slices
 from .run import Run
 
 LOGITS_PER_MATMUL = 2**23  # 32 MiB of float32 logits per lm_head call: 170 rows of a 49k vocabulary
 LOGIT_ROWS_PER_MATMUL = 128  # and at least this many rows: 128 MiB of logits for a 262k vocabulary
+VOCABULARY_SLICE = 2**15  # tokens per product within a group: a read that gives way stops within one slice
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,8 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
     """Read every boundary through the model's readout and keep, per position, the top ``k`` tokens.
 
     ``positions`` (a range or index array) reads only those positions: a page can show what is on screen first.
-    ``keep_reading``, asked before each group of boundaries read together, lets a read that nobody waits for yet give
-    way: when it says False the read stops and returns None.
+    ``keep_reading``, asked before each slice of the unembedding that a group of boundaries is read through, lets a
+    read that nobody waits for yet give way: when it says False the read stops and returns None.
     """
     positions = np.arange(run.seq_len) if positions is None else np.asarray(positions, dtype=np.int64)
     boundaries = residual_boundaries(run)
@@ -59,12 +60,18 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
     last_row_diff = float("nan")
     with loaded.computing():
         for group in boundary_groups(len(boundaries), len(positions), loaded.config.vocab_size):
-            if keep_reading is not None and not keep_reading():
-                return None
             residuals = torch.cat([to_model(loaded, run[boundaries[row][1]][positions]) for row in group], dim=1)
             normed = residuals if raw else loaded.module("final_norm")(residuals)
-            logits = unembed(loaded, normed)[0].float().cpu().unflatten(0, (len(group), len(positions)))
-            if group[-1] == len(boundaries) - 1 and not raw:  # read alone, in the shape Run.read_logits uses
+            if group[-1] < len(boundaries) - 1:
+                logits = unembed_in_slices(loaded, normed, VOCABULARY_SLICE, keep_reading)
+            elif keep_reading is None or keep_reading():
+                logits = unembed(loaded, normed)  # alone, in the shape Run.read_logits uses
+            else:
+                logits = None
+            if logits is None:
+                return None
+            logits = logits[0].float().cpu().unflatten(0, (len(group), len(positions)))
+            if group[-1] == len(boundaries) - 1 and not raw:
                 last_row_diff = difference_from_models_logits(loaded, run, positions, normed, logits[-1])
             rows.add(logits)
     return LogitLens(row_labels=labels, target_id=target_id, raw=raw, last_row_max_abs_diff=last_row_diff,
