@@ -18,16 +18,15 @@ from viz_app.lens_reading import (
     LENS_CHUNK_POSITIONS,
     LENS_MARGIN_POSITIONS,
     LENS_TOP_K,
-    last_unread,
+    next_off_screen,
     unread_on_screen,
 )
 from viz_app.session import ExplorerSession
 
 LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens
 OPENS = list(range(40 - VISIBLE_POSITIONS, 40))  # the positions the lens grid opens on, read ahead after a run
-OPENS_MARGIN = list(range(OPENS[0] - LENS_MARGIN_POSITIONS, OPENS[0]))  # and those it nearly shows, read next
-OFF_SCREEN = [list(range(OPENS_MARGIN[0] - LENS_CHUNK_POSITIONS, OPENS_MARGIN[0])),
-              list(range(OPENS_MARGIN[0] - LENS_CHUNK_POSITIONS))]  # then the others, a chunk at a time
+OFF_SCREEN = [list(range(OPENS[0] - LENS_CHUNK_POSITIONS, OPENS[0])),  # then the others, a chunk at a time: first
+              list(range(OPENS[0] - LENS_CHUNK_POSITIONS))]  # the margin next to the screen, and those before it
 
 
 @pytest.fixture
@@ -54,17 +53,16 @@ def test_the_lens_reads_the_positions_on_screen_then_their_margin_then_the_last_
     zoomed_out = unread_on_screen(unread, (0, 39))  # read a chunk at a time, from the window's right end
     assert zoomed_out.tolist() == list(range(40 - LENS_CHUNK_POSITIONS, 40))
     assert unread_on_screen(unread, (0, 3)).tolist() == list(range(4))
-    assert last_unread(unread).tolist() == list(range(40 - LENS_CHUNK_POSITIONS, 40))
-    window_read = unread.copy()
-    window_read[10:16] = False
-    assert unread_on_screen(window_read, (10, 15)).tolist() == [*range(10 - LENS_MARGIN_POSITIONS, 10),
-                                                                 *range(16, 16 + LENS_MARGIN_POSITIONS)]
     unread[OPENS] = False
-    assert unread_on_screen(unread, None).tolist() == OPENS_MARGIN
-    unread[OPENS_MARGIN] = False
     assert unread_on_screen(unread, None).size == 0
     assert unread_on_screen(unread, (50, 60)).size == 0  # dragged past the last token
-    assert last_unread(unread).tolist() == OFF_SCREEN[0]
+    assert next_off_screen(unread, None).tolist() == OFF_SCREEN[0]
+    unread[:3] = False  # dragged to the first tokens, and read: their margin next, the chunk filled from the end
+    rest = LENS_CHUNK_POSITIONS - LENS_MARGIN_POSITIONS
+    assert next_off_screen(unread, (0, 2)).tolist() == [*range(3, 3 + LENS_MARGIN_POSITIONS),
+                                                        *range(OPENS[0] - rest, OPENS[0])]
+    unread[:] = False
+    assert next_off_screen(unread, (0, 2)).size == 0
 
 
 def published_lenses(controller) -> list[list[int]]:
@@ -78,7 +76,7 @@ def published_lenses(controller) -> list[list[int]]:
 def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(controller):
     published = published_lenses(controller)
     run_coroutine(controller.lens.read())
-    assert published[:-1] == [OPENS, OPENS_MARGIN + OPENS, OFF_SCREEN[0] + OPENS_MARGIN + OPENS]
+    assert published == [OPENS, OFF_SCREEN[0] + OPENS, list(range(40))]
     assert published[-1] == list(range(40))
 
 
@@ -87,13 +85,15 @@ def test_the_lens_reads_where_the_grid_was_dragged_first(controller):
     published = published_lenses(controller)
     controller.state.lens_window = (0, 4)
     run_coroutine(controller.lens.read())
-    assert published[:3] == [OPENS, list(range(5)) + OPENS, list(range(5 + LENS_MARGIN_POSITIONS)) + OPENS]
+    rest = LENS_CHUNK_POSITIONS - LENS_MARGIN_POSITIONS
+    assert published[:3] == [OPENS, list(range(5)) + OPENS,
+                             list(range(5 + LENS_MARGIN_POSITIONS)) + list(range(OPENS[0] - rest, 40))]
     assert published[-1] == list(range(40))
 
 
 def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_at_once(controller, monkeypatch):
-    """Another session's work keeps the model threads busy: the lens reads what the grid shows and nearly shows, and
-    waits with the rest; a drag is read at once; the rest follows once the threads are idle."""
+    """Another session's work keeps the model threads busy: the lens reads what the grid shows, and waits with
+    the rest; a drag is read at once; the rest follows once the threads are idle."""
     published = published_lenses(controller)
     idle = False
     monkeypatch.setattr(lens_module, "models_idle", lambda: idle)
@@ -106,7 +106,7 @@ def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_
         await asyncio.sleep(0.5)
         waited = list(published)
         controller.state.lens_window = (0, 2)
-        while len(published) < 3:
+        while len(published) < 2:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.5)
         dragged = list(published)
@@ -115,8 +115,8 @@ def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_
         return waited, dragged
 
     waited, dragged = run_coroutine(busy_models_then_a_drag_then_idle())
-    assert waited == [OPENS, OPENS_MARGIN + OPENS]
-    assert dragged[2:] == [[0, 1, 2] + OPENS_MARGIN + OPENS, list(range(3 + LENS_MARGIN_POSITIONS)) + OPENS_MARGIN + OPENS]
+    assert waited == [OPENS]
+    assert dragged == [OPENS, [0, 1, 2] + OPENS]
     assert published[-1] == list(range(40))
 
 
@@ -154,8 +154,8 @@ def test_a_run_reads_where_its_lens_opens_ahead_and_the_lens_uses_that_read(cont
         return read_before_asked
 
     assert run_coroutine(run_then_lens_once_read_ahead()) == [OPENS]
-    assert reads == [OPENS, OPENS_MARGIN, *OFF_SCREEN]  # the opening positions once
-    assert published == [OPENS, OPENS_MARGIN + OPENS, OFF_SCREEN[0] + OPENS_MARGIN + OPENS, list(range(40))]
+    assert reads == [OPENS, *OFF_SCREEN]  # the opening positions once
+    assert published == [OPENS, OFF_SCREEN[0] + OPENS, list(range(40))]
     run, lens = controller.state.run, controller.state.lens
     target_id = controller.loaded.tokenizer.encode(controller.state.target)[0]
     alone = logit_lens(controller.loaded, run, k=LENS_TOP_K, target_id=target_id, positions=np.array(OPENS))
@@ -198,7 +198,7 @@ def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked
     assert controller.state.lens.positions.tolist() == list(range(40))
     reads.clear()
     assert run_coroutine(run_then_others_wait_then_lens(asked_first=True)) is not None  # asked for: it went on
-    assert reads == [OPENS, OPENS_MARGIN, *OFF_SCREEN]
+    assert reads == [OPENS, *OFF_SCREEN]
 
 
 def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(controller, monkeypatch):
@@ -207,13 +207,12 @@ def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(con
     monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
 
     def read_while_others_come(*args, positions, keep_reading=None, **kwargs):
-        """The first chunk read off screen (after the opening positions' margin) sees a drag to the first tokens; the
-        next one (after the dragged-to positions and their margin), another page's job."""
+        """The first chunk read off screen sees a drag to the first tokens; the next one, another page's job."""
         nonlocal others_wait
         reads.append(positions.tolist())
-        if len(reads) == 2:
+        if len(reads) == 1:
             controller.state.lens_window = (0, 2)
-        if len(reads) == 5:
+        if len(reads) == 3:
             others_wait = True
         part = logit_lens_read(*args, positions=positions, keep_reading=keep_reading, **kwargs)
         others_wait = False
@@ -221,12 +220,12 @@ def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(con
 
     monkeypatch.setattr(lens_module, "logit_lens", read_while_others_come)
     run_coroutine(controller.lens.read())  # the fixture's read ahead gives the first chunk
-    dragged_to, its_margin = [0, 1, 2], list(range(3, 3 + LENS_MARGIN_POSITIONS))
-    # each chunk that gave way is read again, and the rest after it
-    assert reads == [OPENS_MARGIN, OFF_SCREEN[0], dragged_to, its_margin, OFF_SCREEN[0], OFF_SCREEN[0],
-                     list(range(its_margin[-1] + 1, OFF_SCREEN[0][0]))]
-    read_first = OPENS_MARGIN + OPENS
-    assert published[:3] == [OPENS, read_first, dragged_to + read_first]  # none from a chunk that gave way
+    dragged_to, rest = [0, 1, 2], LENS_CHUNK_POSITIONS - LENS_MARGIN_POSITIONS
+    its_margin_first = list(range(3, 3 + LENS_MARGIN_POSITIONS)) + list(range(OPENS[0] - rest, OPENS[0]))
+    # each chunk that gave way is read again
+    assert reads == [OFF_SCREEN[0], dragged_to, its_margin_first, its_margin_first,
+                     list(range(3 + LENS_MARGIN_POSITIONS, OPENS[0] - rest))]
+    assert published[:2] == [OPENS, dragged_to + OPENS]  # none from a chunk that gave way
     assert published[-1] == list(range(40)) and controller.state.message == ""
 
 
@@ -297,13 +296,13 @@ def test_a_closed_page_stops_its_lens_read_even_while_it_waits_for_idle_threads(
 
     async def close_the_page_while_the_lens_waits():
         lens = asyncio.create_task(controller.lens.read())
-        while len(published) < 2:  # the opening positions and their margin: the rest waits for idle threads
+        while not published:
             await asyncio.sleep(0.01)
         controller.stop_jobs()
         await asyncio.wait_for(lens, timeout=5)
 
     run_coroutine(close_the_page_while_the_lens_waits())
-    assert published == [OPENS, OPENS_MARGIN + OPENS]
+    assert published == [OPENS]
 
 
 def test_a_model_being_prepared_shows_each_step_on_the_page(tiny_gpt2_dir, monkeypatch):
