@@ -8,7 +8,7 @@ kept: each row is reduced to its top-k before the next is computed.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,20 +119,22 @@ class LensRows:
     def add(self, logits: torch.Tensor) -> None:
         """Reduce logits [row, position, vocab]: top-k, then only those k normalised. Each (row, position) is reduced
         on its own, the exponentials written into one reused vector: over a 262,144-token vocabulary, whole-table
-        temporaries cost more than the arithmetic (``benchmarks/page_benchmark.py`` times the lens). It runs on one
-        core (``one_core``)."""
-        with one_core():
-            self.reduce(logits)
-
-    def reduce(self, logits: torch.Tensor) -> None:
-        best = logits.topk(self.k, dim=-1)
-        log_normaliser = log_sum_exp(logits, best.values[..., :1])
-        self.top_ids.append(best.indices.numpy())
-        self.top_probs.append((best.values - log_normaliser).exp().numpy())
+        temporaries cost more than the arithmetic (``benchmarks/page_benchmark.py`` times the lens). The vectors are
+        shared out between the cores this thread may use, each share reduced on one core by a thread of its own:
+        torch would spread each small operation over the cores, which meet at a barrier after it, and a core busy
+        elsewhere (another session, the browser) would hold up every one of the hundreds of them
+        (``benchmarks/lens_benchmark.py``)."""
+        vectors = logits.flatten(0, -2)
+        first, *others = vectors.tensor_split(min(torch.get_num_threads(), len(REDUCING_HELPERS) + 1, len(vectors)))
+        helped = [helper.submit(on_one_core, reduced, share, self.k, self.target_id)
+                  for helper, share in zip(REDUCING_HELPERS, others)]
+        shares = [on_one_core(reduced, first, self.k, self.target_id)] + [share.result() for share in helped]
+        cells = logits.shape[:-1]
+        self.top_ids.append(np.concatenate([share["top_ids"] for share in shares]).reshape(*cells, self.k))
+        self.top_probs.append(np.concatenate([share["top_probs"] for share in shares]).reshape(*cells, self.k))
         if self.target_id is not None:
-            target_logit = logits[..., self.target_id : self.target_id + 1]
-            self.target_probs.append((target_logit - log_normaliser).exp()[..., 0].numpy())
-            self.target_ranks.append((count_above(logits, target_logit) + 1).numpy())
+            self.target_probs.append(np.concatenate([share["target_probs"] for share in shares]).reshape(cells))
+            self.target_ranks.append(np.concatenate([share["target_ranks"] for share in shares]).reshape(cells))
 
     def stacked(self) -> dict:
         """The reduced rows as LogitLens's arrays, [row, position, ...]."""
@@ -142,17 +144,30 @@ class LensRows:
                 "target_probs": joined(self.target_probs), "target_ranks": joined(self.target_ranks)}
 
 
-@contextmanager
-def one_core():
-    """Torch's operations in this thread on one core for a while: one vocabulary vector at a time is too little work to
-    share, and two cores meet at a barrier after every operation, where a core busy elsewhere (another session, the
-    browser) holds up each of the hundreds of small operations a lens read makes (``benchmarks/page_benchmark.py``)."""
+REDUCING_HELPERS = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="lens-reduce")
+                    for _ in range(torch.get_num_threads() - 1)]
+
+
+def on_one_core(function, *args):
+    """``function(*args)`` with torch's operations in this thread on one core."""
     cores = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        return function(*args)
     finally:
         torch.set_num_threads(cores)
+
+
+def reduced(vectors: torch.Tensor, k: int, target_id: int | None) -> dict:
+    """Logit vectors [n, vocab] reduced: top-k ids and probabilities, and the target's probability and rank."""
+    best = vectors.topk(k, dim=-1)
+    log_normaliser = log_sum_exp(vectors, best.values[:, :1])
+    share = {"top_ids": best.indices.numpy(), "top_probs": (best.values - log_normaliser).exp().numpy()}
+    if target_id is not None:
+        target_logit = vectors[:, target_id : target_id + 1]
+        share["target_probs"] = (target_logit - log_normaliser).exp()[:, 0].numpy()
+        share["target_ranks"] = (count_above(vectors, target_logit) + 1).numpy()
+    return share
 
 
 def log_sum_exp(logits: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
