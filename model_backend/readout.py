@@ -24,11 +24,12 @@ def unembed_in_slices(loaded: LoadedModel, normed: torch.Tensor, slice_tokens: i
                       keep_reading=None) -> torch.Tensor | None:
     """``unembed`` a slice of ``slice_tokens`` rows of lm_head at a time, the same products in lm_head's own dtype;
     ``keep_reading`` is asked before each slice, and None is returned once it says False: a read nobody waits for
-    stops within a slice of a large unembedding rather than after all of it. A weight that is not in memory (a model
-    spread by ``device="auto"``) is read whole by lm_head itself."""
+    stops within a slice of a large unembedding rather than after all of it. Without ``keep_reading``, or for a weight
+    that is not in memory (a model spread by ``device="auto"``), lm_head reads it whole: the slices' products are the
+    same values, and writing them into one table costs a copy of it."""
     lm_head = loaded.module("lm_head")
     weight, bias = lm_head.weight, getattr(lm_head, "bias", None)
-    if weight.device.type == "meta":
+    if keep_reading is None or weight.device.type == "meta":
         return None if keep_reading is not None and not keep_reading() else unembed(loaded, normed)
     logits = torch.empty(*normed.shape[:-1], len(weight), dtype=weight.dtype, device=weight.device)
     with torch.autocast(normed.device.type, enabled=False):
