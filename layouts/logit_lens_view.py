@@ -71,8 +71,9 @@ def lens_cells(lens: LogitLens, lens_tokens: np.ndarray, columns: np.ndarray | N
 
 
 def shown_positions(start: float, end: float, seq_len: int) -> tuple[int, int]:
-    """The first and last position whose cell (one unit wide, centred on the position) is in view."""
-    return max(math.ceil(start - 0.5), 0), min(math.floor(end + 0.5), seq_len - 1)
+    """The first and last position whose cell (one unit wide, centred on the position) is in view: a cell that only
+    touches the range's edge is not (the grid opens on exactly ``VISIBLE_POSITIONS`` cells, each read costs)."""
+    return max(math.floor(start - 0.5) + 1, 0), min(math.ceil(end + 0.5) - 1, seq_len - 1)
 
 
 def lens_grid(presenter: bool = False) -> tuple:

@@ -8,6 +8,7 @@ kept: each row is reduced to its top-k before the next is computed.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,11 +17,12 @@ import torch
 from .boundaries import residual_boundaries
 from .capture import to_model
 from .loaded_model import LoadedModel
-from .readout import unembed
+from .readout import unembed, unembed_in_slices
 from .run import Run
 
 LOGITS_PER_MATMUL = 2**23  # 32 MiB of float32 logits per lm_head call: 170 rows of a 49k vocabulary
 LOGIT_ROWS_PER_MATMUL = 128  # and at least this many rows: 128 MiB of logits for a 262k vocabulary
+VOCABULARY_SLICE = 2**15  # tokens per product within a group: a read that gives way stops within one slice
 
 
 @dataclass(frozen=True)
@@ -42,20 +44,13 @@ class LogitLens:
         return len(self.row_labels)
 
 
-def read_out(loaded: LoadedModel, residual: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
-    """Logits from a [1, seq, hidden] residual: final norm then the model's readout (lm_head and any softcap), or the
-    readout alone when ``raw``."""
-    normed = residual if raw else loaded.module("final_norm")(residual)
-    return unembed(loaded, normed)
-
-
 def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | None = None,
                raw: bool = False, positions=None, keep_reading=None) -> LogitLens | None:
     """Read every boundary through the model's readout and keep, per position, the top ``k`` tokens.
 
     ``positions`` (a range or index array) reads only those positions: a page can show what is on screen first.
-    ``keep_reading``, asked before each group of boundaries read together, lets a read that nobody waits for yet give
-    way: when it says False the read stops and returns None.
+    ``keep_reading``, asked before each slice of the unembedding that a group of boundaries is read through, lets a
+    read that nobody waits for yet give way: when it says False the read stops and returns None.
     """
     positions = np.arange(run.seq_len) if positions is None else np.asarray(positions, dtype=np.int64)
     boundaries = residual_boundaries(run)
@@ -65,16 +60,35 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
     last_row_diff = float("nan")
     with loaded.computing():
         for group in boundary_groups(len(boundaries), len(positions), loaded.config.vocab_size):
-            if keep_reading is not None and not keep_reading():
-                return None
             residuals = torch.cat([to_model(loaded, run[boundaries[row][1]][positions]) for row in group], dim=1)
-            logits = read_out(loaded, residuals, raw=raw)[0].float().cpu().unflatten(0, (len(group), len(positions)))
+            normed = residuals if raw else loaded.module("final_norm")(residuals)
+            if group[-1] < len(boundaries) - 1:
+                logits = unembed_in_slices(loaded, normed, VOCABULARY_SLICE, keep_reading)
+            elif keep_reading is None or keep_reading():
+                logits = unembed(loaded, normed)  # alone, in the shape Run.read_logits uses
+            else:
+                logits = None
+            if logits is None:
+                return None
+            logits = logits[0].float().cpu().unflatten(0, (len(group), len(positions)))
             if group[-1] == len(boundaries) - 1 and not raw:
-                # The model's logits for these rows, read by lm_head in the same shape: the identity holds bit for bit.
-                last_row_diff = float((logits[-1] - torch.from_numpy(run.read_logits(positions))).abs().max())
+                last_row_diff = difference_from_models_logits(loaded, run, positions, normed, logits[-1])
             rows.add(logits)
     return LogitLens(row_labels=labels, target_id=target_id, raw=raw, last_row_max_abs_diff=last_row_diff,
                      positions=positions, **rows.stacked())
+
+
+def difference_from_models_logits(loaded: LoadedModel, run: Run, positions: np.ndarray, normed: torch.Tensor,
+                                  last_row: torch.Tensor) -> float:
+    """The largest difference between the lens's last row and the model's logits at ``positions``.
+
+    The model's logits are lm_head on its own final norm's output (``Run.read_logits``, in this shape). Where the lens's
+    final norm of the last block's output is that output bit for bit, the lens's lm_head call was the model's own on
+    the same input in the same shape: the identity holds bit for bit without streaming a large unembedding a second
+    time. Only a final norm that differs reads the model's logits, to measure by how much."""
+    if torch.equal(normed, to_model(loaded, run["final_norm_output"][positions])):
+        return 0.0
+    return float((last_row - torch.from_numpy(run.read_logits(positions))).abs().max())
 
 
 def boundary_groups(n_boundaries: int, n_positions: int, vocab_size: int) -> list[range]:
@@ -87,6 +101,8 @@ def boundary_groups(n_boundaries: int, n_positions: int, vocab_size: int) -> lis
     ``benchmarks/README.md``). The last boundary is read alone, in the shape ``Run.read_logits`` uses.
     """
     per_group = max(1, LOGITS_PER_MATMUL // (n_positions * vocab_size), LOGIT_ROWS_PER_MATMUL // n_positions)
+    n_groups = -(-(n_boundaries - 1) // per_group)
+    per_group = -(-(n_boundaries - 1) // max(n_groups, 1))  # as even as they come: no last group of a few rows
     starts = range(0, n_boundaries - 1, per_group)
     return [range(start, min(start + per_group, n_boundaries - 1)) for start in starts] + [
         range(n_boundaries - 1, n_boundaries)]
@@ -103,15 +119,22 @@ class LensRows:
     def add(self, logits: torch.Tensor) -> None:
         """Reduce logits [row, position, vocab]: top-k, then only those k normalised. Each (row, position) is reduced
         on its own, the exponentials written into one reused vector: over a 262,144-token vocabulary, whole-table
-        temporaries cost more than the arithmetic (``benchmarks/page_benchmark.py`` times the lens)."""
-        best = logits.topk(self.k, dim=-1)
-        log_normaliser = log_sum_exp(logits, best.values[..., :1])
-        self.top_ids.append(best.indices.numpy())
-        self.top_probs.append((best.values - log_normaliser).exp().numpy())
+        temporaries cost more than the arithmetic (``benchmarks/page_benchmark.py`` times the lens). The vectors are
+        shared out between the cores this thread may use, each share reduced on one core by a thread of its own:
+        torch would spread each small operation over the cores, which meet at a barrier after it, and a core busy
+        elsewhere (another session, the browser) would hold up every one of the hundreds of them
+        (``benchmarks/lens_benchmark.py``)."""
+        vectors = logits.flatten(0, -2)
+        first, *others = vectors.tensor_split(min(torch.get_num_threads(), len(REDUCING_HELPERS) + 1, len(vectors)))
+        helped = [helper.submit(on_one_core, reduced, share, self.k, self.target_id)
+                  for helper, share in zip(REDUCING_HELPERS, others)]
+        shares = [on_one_core(reduced, first, self.k, self.target_id)] + [share.result() for share in helped]
+        cells = logits.shape[:-1]
+        self.top_ids.append(np.concatenate([share["top_ids"] for share in shares]).reshape(*cells, self.k))
+        self.top_probs.append(np.concatenate([share["top_probs"] for share in shares]).reshape(*cells, self.k))
         if self.target_id is not None:
-            target_logit = logits[..., self.target_id : self.target_id + 1]
-            self.target_probs.append((target_logit - log_normaliser).exp()[..., 0].numpy())
-            self.target_ranks.append((count_above(logits, target_logit) + 1).numpy())
+            self.target_probs.append(np.concatenate([share["target_probs"] for share in shares]).reshape(cells))
+            self.target_ranks.append(np.concatenate([share["target_ranks"] for share in shares]).reshape(cells))
 
     def stacked(self) -> dict:
         """The reduced rows as LogitLens's arrays, [row, position, ...]."""
@@ -119,6 +142,32 @@ class LensRows:
             return np.concatenate(parts) if parts else None
         return {"top_ids": joined(self.top_ids), "top_probs": joined(self.top_probs),
                 "target_probs": joined(self.target_probs), "target_ranks": joined(self.target_ranks)}
+
+
+REDUCING_HELPERS = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="lens-reduce")
+                    for _ in range(torch.get_num_threads() - 1)]
+
+
+def on_one_core(function, *args):
+    """``function(*args)`` with torch's operations in this thread on one core."""
+    cores = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return function(*args)
+    finally:
+        torch.set_num_threads(cores)
+
+
+def reduced(vectors: torch.Tensor, k: int, target_id: int | None) -> dict:
+    """Logit vectors [n, vocab] reduced: top-k ids and probabilities, and the target's probability and rank."""
+    best = vectors.topk(k, dim=-1)
+    log_normaliser = log_sum_exp(vectors, best.values[:, :1])
+    share = {"top_ids": best.indices.numpy(), "top_probs": (best.values - log_normaliser).exp().numpy()}
+    if target_id is not None:
+        target_logit = vectors[:, target_id : target_id + 1]
+        share["target_probs"] = (target_logit - log_normaliser).exp()[:, 0].numpy()
+        share["target_ranks"] = (count_above(vectors, target_logit) + 1).numpy()
+    return share
 
 
 def log_sum_exp(logits: torch.Tensor, top: torch.Tensor) -> torch.Tensor:

@@ -40,17 +40,18 @@ def test_logit_lens_rows_read_through_the_final_norm(gpt2):
     np.testing.assert_array_equal(lens.top_ids[0], expected)
 
 
-def test_a_lens_read_that_gives_way_stops_before_its_next_boundary(gpt2, monkeypatch):
+def test_a_lens_read_that_gives_way_stops_before_its_next_slice_of_the_unembedding(gpt2, monkeypatch):
     monkeypatch.setattr(lens_module, "LOGITS_PER_MATMUL", 1)  # one boundary per lm_head call
     monkeypatch.setattr(lens_module, "LOGIT_ROWS_PER_MATMUL", 1)
+    monkeypatch.setattr(lens_module, "VOCABULARY_SLICE", gpt2.config.vocab_size // 2 + 1)  # two slices a boundary
     run, asked = capture_run(gpt2, PROMPT, bos=True), []
 
-    def keep_reading_two_boundaries() -> bool:
+    def keep_reading_three_slices() -> bool:
         asked.append(True)
-        return len(asked) <= 2
+        return len(asked) <= 3
 
-    assert logit_lens(gpt2, run, keep_reading=keep_reading_two_boundaries) is None
-    assert len(asked) == 3  # asked before the first, second and third boundary; the third was not read
+    assert logit_lens(gpt2, run, keep_reading=keep_reading_three_slices) is None
+    assert len(asked) == 4  # asked before each slice: both of the first boundary, the first of the second, then no
     kept = logit_lens(gpt2, run, target_id=TARGET, keep_reading=lambda: True)
     whole = logit_lens(gpt2, run, target_id=TARGET)
     np.testing.assert_array_equal(kept.top_probs, whole.top_probs)

@@ -89,6 +89,8 @@ def test_dragging_the_lens_grid_tells_the_state_which_positions_it_shows(gpt2):
     lens = LogitLensView(state)
     lens.grid._trigger_event(RangesUpdate(lens.grid, x0=2.7, x1=9.2, y0=0, y1=1))
     assert state.lens_window == (3, 9)
+    lens.grid._trigger_event(RangesUpdate(lens.grid, x0=-0.5, x1=8.5, y0=0, y1=1))  # nine cells, edge to edge
+    assert state.lens_window == (0, 8)
     lens.grid._trigger_event(RangesUpdate(lens.grid, x0=-4.5, x1=400.0, y0=0, y1=1))
     assert state.lens_window == (0, state.run.seq_len - 1)
 

@@ -31,7 +31,8 @@ LAST_LENS_ROW = """() => {
     const view = Bokeh.index.query_one(v => v.model.name === "logit_lens");
     const cells = view.model.renderers.map(r => r.data_source).find(s => s.name === "logit_lens_cells").data;
     const last = cells.row[cells.row.length - 1];
-    return cells.top.filter((_, i) => cells.row[i] === last);
+    const shown = [...cells.top.keys()].filter(i => cells.row[i] === last);  // streamed a chunk at a time
+    return shown.sort((a, b) => cells.position[a] - cells.position[b]).map(i => cells.top[i]);
 }"""
 
 INJECTED_IMAGES = """() => {
@@ -136,6 +137,7 @@ def test_last_lens_row_is_the_model_argmax(page_with_checks, tiny_model):
     run_prompt(page, PROMPT, run.seq_len)
     show_tab(page, "Logit lens", run.seq_len)
     expected = [visible_token(tiny_model.tokenizer.decode([int(i)])) for i in np.argmax(run.logits, axis=-1)]
+    page.wait_for_function(f"() => ({LAST_LENS_ROW})().length === {run.seq_len}")  # the positions off screen too
     assert page.evaluate(LAST_LENS_ROW) == expected
     expect(page.locator(".lens-check")).to_contain_text("the last row is the model's logits")
 

@@ -9,14 +9,24 @@ import numpy as np
 import pytest
 from conftest import run_coroutine
 
+from layouts.logit_lens_view import VISIBLE_POSITIONS
 from model_backend import logit_lens
 from viz_app import lens_reading as lens_module
 from viz_app import session as session_module
 from viz_app import tab_jobs as tab_jobs_module
-from viz_app.lens_reading import LENS_CHUNK_POSITIONS, LENS_MARGIN_POSITIONS, LENS_TOP_K, last_unread, unread_on_screen
+from viz_app.lens_reading import (
+    LENS_CHUNK_POSITIONS,
+    LENS_MARGIN_POSITIONS,
+    LENS_TOP_K,
+    next_off_screen,
+    unread_on_screen,
+)
 from viz_app.session import ExplorerSession
 
-LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens, three lens chunks
+LONG_PROMPT = " ".join(["word"] * 39)  # with BOS: 40 tokens
+OPENS = list(range(40 - VISIBLE_POSITIONS, 40))  # the positions the lens grid opens on, read ahead after a run
+OFF_SCREEN = [list(range(OPENS[0] - LENS_CHUNK_POSITIONS, OPENS[0])),  # then the others, a chunk at a time: first
+              list(range(OPENS[0] - LENS_CHUNK_POSITIONS))]  # the margin next to the screen, and those before it
 
 
 @pytest.fixture
@@ -36,19 +46,23 @@ def controller(tiny_gpt2_dir):
     return controller
 
 
-def test_the_lens_reads_the_positions_on_screen_then_the_last_unread_ones():
+def test_the_lens_reads_the_positions_on_screen_then_their_margin_then_the_last_unread_ones():
     unread = np.ones(40, dtype=bool)
-    assert unread_on_screen(unread, None).tolist() == list(range(24, 40))
-    assert unread_on_screen(unread, (10, 15)).tolist() == list(range(10 - LENS_MARGIN_POSITIONS,
-                                                                    15 + LENS_MARGIN_POSITIONS + 1))
+    assert unread_on_screen(unread, None).tolist() == OPENS
+    assert unread_on_screen(unread, (10, 15)).tolist() == list(range(10, 16))
     zoomed_out = unread_on_screen(unread, (0, 39))  # read a chunk at a time, from the window's right end
     assert zoomed_out.tolist() == list(range(40 - LENS_CHUNK_POSITIONS, 40))
-    assert unread_on_screen(unread, (0, 3)).tolist() == list(range(0, 3 + LENS_MARGIN_POSITIONS + 1))
-    unread[24:] = False
+    assert unread_on_screen(unread, (0, 3)).tolist() == list(range(4))
+    unread[OPENS] = False
     assert unread_on_screen(unread, None).size == 0
     assert unread_on_screen(unread, (50, 60)).size == 0  # dragged past the last token
-    assert last_unread(unread).tolist() == list(range(24 - LENS_CHUNK_POSITIONS, 24))
-    assert last_unread(np.ones(512, dtype=bool)).tolist() == list(range(512 - LENS_CHUNK_POSITIONS, 512))
+    assert next_off_screen(unread, None).tolist() == OFF_SCREEN[0]
+    unread[:3] = False  # dragged to the first tokens, and read: their margin next, the chunk filled from the end
+    rest = LENS_CHUNK_POSITIONS - LENS_MARGIN_POSITIONS
+    assert next_off_screen(unread, (0, 2)).tolist() == [*range(3, 3 + LENS_MARGIN_POSITIONS),
+                                                        *range(OPENS[0] - rest, OPENS[0])]
+    unread[:] = False
+    assert next_off_screen(unread, (0, 2)).size == 0
 
 
 def published_lenses(controller) -> list[list[int]]:
@@ -62,7 +76,7 @@ def published_lenses(controller) -> list[list[int]]:
 def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(controller):
     published = published_lenses(controller)
     run_coroutine(controller.lens.read())
-    assert [len(positions) for positions in published] == [16, 32, 40]
+    assert published == [OPENS, OFF_SCREEN[0] + OPENS, list(range(40))]
     assert published[-1] == list(range(40))
 
 
@@ -71,7 +85,9 @@ def test_the_lens_reads_where_the_grid_was_dragged_first(controller):
     published = published_lenses(controller)
     controller.state.lens_window = (0, 4)
     run_coroutine(controller.lens.read())
-    assert published[:2] == [list(range(24, 40)), list(range(0, 4 + LENS_MARGIN_POSITIONS + 1)) + list(range(24, 40))]
+    rest = LENS_CHUNK_POSITIONS - LENS_MARGIN_POSITIONS
+    assert published[:3] == [OPENS, list(range(5)) + OPENS,
+                             list(range(5 + LENS_MARGIN_POSITIONS)) + list(range(OPENS[0] - rest, 40))]
     assert published[-1] == list(range(40))
 
 
@@ -99,9 +115,8 @@ def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_
         return waited, dragged
 
     waited, dragged = run_coroutine(busy_models_then_a_drag_then_idle())
-    assert waited == [list(range(24, 40))]
-    assert dragged[1] == list(range(0, 2 + LENS_MARGIN_POSITIONS + 1)) + list(range(24, 40))
-    assert len(dragged) == 2
+    assert waited == [OPENS]
+    assert dragged == [OPENS, [0, 1, 2] + OPENS]
     assert published[-1] == list(range(40))
 
 
@@ -138,14 +153,14 @@ def test_a_run_reads_where_its_lens_opens_ahead_and_the_lens_uses_that_read(cont
         await controller.lens.read()
         return read_before_asked
 
-    assert run_coroutine(run_then_lens_once_read_ahead()) == [list(range(24, 40))]
-    assert reads == [list(range(24, 40)), list(range(8, 24)), list(range(0, 8))]  # the opening positions once
-    assert published == [list(range(24, 40)), list(range(8, 40)), list(range(40))]
+    assert run_coroutine(run_then_lens_once_read_ahead()) == [OPENS]
+    assert reads == [OPENS, *OFF_SCREEN]  # the opening positions once
+    assert published == [OPENS, OFF_SCREEN[0] + OPENS, list(range(40))]
     run, lens = controller.state.run, controller.state.lens
     target_id = controller.loaded.tokenizer.encode(controller.state.target)[0]
-    alone = logit_lens(controller.loaded, run, k=LENS_TOP_K, target_id=target_id, positions=np.arange(24, 40))
-    for read_ahead, read_alone in ((lens.top_ids[:, 24:], alone.top_ids), (lens.top_probs[:, 24:], alone.top_probs),
-                                   (lens.target_probs[:, 24:], alone.target_probs)):
+    alone = logit_lens(controller.loaded, run, k=LENS_TOP_K, target_id=target_id, positions=np.array(OPENS))
+    for read_ahead, read_alone in ((lens.top_ids[:, OPENS], alone.top_ids), (lens.top_probs[:, OPENS], alone.top_probs),
+                                   (lens.target_probs[:, OPENS], alone.target_probs)):
         np.testing.assert_array_equal(read_ahead, read_alone)
 
 
@@ -179,11 +194,11 @@ def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked
         return read_ahead
 
     assert run_coroutine(run_then_others_wait_then_lens(asked_first=False)) is None  # it gave way
-    assert reads[:2] == [list(range(24, 40))] * 2  # read again when asked for
+    assert reads[:2] == [OPENS] * 2  # read again when asked for
     assert controller.state.lens.positions.tolist() == list(range(40))
     reads.clear()
     assert run_coroutine(run_then_others_wait_then_lens(asked_first=True)) is not None  # asked for: it went on
-    assert reads == [list(range(24, 40)), list(range(8, 24)), list(range(0, 8))]
+    assert reads == [OPENS, *OFF_SCREEN]
 
 
 def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(controller, monkeypatch):
@@ -205,16 +220,19 @@ def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(con
 
     monkeypatch.setattr(lens_module, "logit_lens", read_while_others_come)
     run_coroutine(controller.lens.read())  # the fixture's read ahead gives the first chunk
-    off_screen, dragged_to = list(range(8, 24)), list(range(0, 2 + LENS_MARGIN_POSITIONS + 1))
-    assert reads == [off_screen, dragged_to, off_screen, off_screen, [7]]  # each chunk that gave way is read again
-    assert published[:2] == [list(range(24, 40)), dragged_to + list(range(24, 40))]  # none from a chunk that gave way
+    dragged_to, rest = [0, 1, 2], LENS_CHUNK_POSITIONS - LENS_MARGIN_POSITIONS
+    its_margin_first = list(range(3, 3 + LENS_MARGIN_POSITIONS)) + list(range(OPENS[0] - rest, OPENS[0]))
+    # each chunk that gave way is read again
+    assert reads == [OFF_SCREEN[0], dragged_to, its_margin_first, its_margin_first,
+                     list(range(3 + LENS_MARGIN_POSITIONS, OPENS[0] - rest))]
+    assert published[:2] == [OPENS, dragged_to + OPENS]  # none from a chunk that gave way
     assert published[-1] == list(range(40)) and controller.state.message == ""
 
 
 def test_a_lens_read_ahead_that_failed_is_read_again_where_failures_are_shown(controller, monkeypatch):
     reads = counted_lens_reads(monkeypatch, failures=1)
     run_then_read_the_lens(controller)
-    assert reads[:2] == [list(range(24, 40))] * 2 and controller.state.message == ""
+    assert reads[:2] == [OPENS] * 2 and controller.state.message == ""
     assert controller.state.lens.positions.tolist() == list(range(40))
 
 
@@ -244,7 +262,7 @@ def test_a_lens_read_ahead_for_another_target_is_not_used(controller, monkeypatc
         await controller.lens.read()
 
     run_coroutine(run_then_change_the_target())
-    assert reads[:2] == [list(range(24, 40))] * 2
+    assert reads[:2] == [OPENS] * 2
     assert controller.state.lens.target_id == controller.loaded.tokenizer.encode(" Rome")[0]
 
 
@@ -284,7 +302,7 @@ def test_a_closed_page_stops_its_lens_read_even_while_it_waits_for_idle_threads(
         await asyncio.wait_for(lens, timeout=5)
 
     run_coroutine(close_the_page_while_the_lens_waits())
-    assert len(published) == 1
+    assert published == [OPENS]
 
 
 def test_a_model_being_prepared_shows_each_step_on_the_page(tiny_gpt2_dir, monkeypatch):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layouts.logit_lens_view import VISIBLE_POSITIONS
 from model_backend import LoadedModel, LogitLens, Run, joined_lens, logit_lens
 
 from .analysis import decoded
@@ -16,7 +17,6 @@ from .jobs import Job
 from .model_work import alone_in_model_threads, in_model_thread, models_idle
 
 LENS_TOP_K = 5
-LENS_FIRST_POSITIONS = 16
 LENS_MARGIN_POSITIONS = 4
 LENS_CHUNK_POSITIONS = 16
 LENS_IDLE_POLL_SECONDS = 0.1
@@ -49,20 +49,29 @@ class GivesWay:
         return not self.gave_way
 
 
+def shown_range(seq_len: int, window: tuple[int, int] | None) -> tuple[int, int]:
+    """The first and last position the lens grid shows: its window, or without one the last positions, where a
+    run's grid opens."""
+    return (max(seq_len - VISIBLE_POSITIONS, 0), seq_len - 1) if window is None else window
+
+
 def unread_on_screen(unread: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
-    """Unread positions the lens grid shows or nearly shows (its window and a margin each side; without a window,
-    the last positions, where a run's grid opens), at most a chunk of them."""
-    seq_len = len(unread)
-    if window is None:
-        start, end = max(seq_len - LENS_FIRST_POSITIONS, 0), seq_len
-    else:
-        start, end = max(window[0] - LENS_MARGIN_POSITIONS, 0), min(window[1] + LENS_MARGIN_POSITIONS + 1, seq_len)
-    return (np.flatnonzero(unread[start:end]) + start)[-LENS_CHUNK_POSITIONS:]
+    """Unread positions the lens grid shows, at most a chunk of them."""
+    first, last = shown_range(len(unread), window)
+    return (np.flatnonzero(unread[first : last + 1]) + first)[-LENS_CHUNK_POSITIONS:]
 
 
-def last_unread(unread: np.ndarray) -> np.ndarray:
-    """The last chunk of unread positions: the grid fills leftwards from where it opens."""
-    return np.flatnonzero(unread)[-LENS_CHUNK_POSITIONS:]
+def next_off_screen(unread: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
+    """The next chunk of unread positions the grid does not show: those it nearly shows (a margin each side), where a
+    small drag goes, then the last unread ones (the grid fills leftwards from where it opens). Each lm_head call
+    streams the whole unembedding: the margin is read with others, after what is on screen."""
+    first, last = shown_range(len(unread), window)
+    near = np.zeros_like(unread)
+    near[max(first - LENS_MARGIN_POSITIONS, 0) : last + LENS_MARGIN_POSITIONS + 1] = True
+    near &= unread
+    others = np.flatnonzero(unread & ~near)
+    fill = max(LENS_CHUNK_POSITIONS - int(near.sum()), 0)
+    return np.union1d(np.flatnonzero(near), others[len(others) - min(fill, len(others)):])
 
 
 class LensReader:
@@ -150,16 +159,16 @@ class LensReader:
         return None
 
     def unread_shown(self, unread: np.ndarray) -> np.ndarray:
-        """The unread positions the lens grid shows now (or nearly shows)."""
+        """The unread positions the lens grid shows now."""
         return unread_on_screen(unread, self.state.lens_window)
 
     async def positions_to_read(self, job: Job, unread: np.ndarray) -> np.ndarray | None:
-        """The lens's next positions: the unread ones on screen at once, else the last unread ones once the model
+        """The lens's next positions: the unread ones on screen at once, else the next off-screen ones once the model
         threads are idle; None when the job is no longer wanted."""
         while job.current:
             if (shown := self.unread_shown(unread)).size:
                 return shown
             if models_idle():
-                return last_unread(unread)
+                return next_off_screen(unread, self.state.lens_window)
             await asyncio.sleep(LENS_IDLE_POLL_SECONDS)
         return None
