@@ -17,8 +17,8 @@ state that every view watches. A Run click's path:
          |                            run is still wanted
          +------------------------+
          v                        v
-    TabView.refresh               lens.read_ahead   lens_reading.py: the lens grid's opening positions, read while
-    (layouts/tab_view.py):                          the model threads are idle
+    TabView.refresh               lens.read_ahead   lens_reading.py: the lens grid's opening positions, read once
+    (layouts/tab_view.py):                          the run is sent, while the model threads are idle
     the shown tab's views redraw,
     a hidden one once shown
 
@@ -173,7 +173,13 @@ class ExplorerSession:
                 message="", stale="", next_tokens=analysis.next_tokens,
                 status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
                        f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
-            self.lens.read_ahead(loaded, run, match.token_id)
+            self.publisher.after_sent(lambda: self.read_lens_ahead(loaded, run, match.token_id))
+
+    def read_lens_ahead(self, loaded: LoadedModel, run, target_id: int | None) -> None:
+        """Read the lens grid's opening positions ahead, once the run's views are on their way to the browser, if
+        that run is still the one shown."""
+        if self.state.run is run:
+            self.lens.read_ahead(loaded, run, target_id)
 
     def typed_target(self) -> str:
         """The target box's text, or "" when it holds nothing or the top prediction a run put there."""
