@@ -71,6 +71,12 @@ class Publisher:
             return
         self.apply(lambda: asyncio.get_running_loop().call_soon(work))
 
+    async def sent(self) -> None:
+        """Wait until the changes asked so far are applied and sent to the browser (``after_sent``)."""
+        done = asyncio.get_running_loop().create_future()
+        self.after_sent(lambda: done.done() or done.set_result(None))
+        await done
+
     @contextmanager
     def showing(self, doing: str):
         """The busy line says ``doing`` during the ``with`` block, or what a job started later is doing; jobs nest
