@@ -142,12 +142,13 @@ class NormsView(TabView):
         above_range = self.skip_first_in_colors and n > 1 and norms[:, 0].max() > high
         self.heatmap.title.text = (f"Residual norm · {n} tokens"
                                    + (" · magenta: above the colour range" if above_range else ""))
-        positions = np.arange(n)
+        positions = np.arange(n, dtype=np.int32)  # sent as it is: Bokeh would check int64 for each line
         self.lines_data.data = {"xs": [positions] * len(labels), "ys": list(norms), "boundary": labels,
                                 "color": viridis(len(labels))}
         self.sink_marks.data = sink_labels(sinks, norms)
-        self.lines.xaxis.major_label_overrides = token_axis_labels(run.tokens)
-        show_ticks(self.lines.xaxis, spaced_ticks(n))  # whole positions only: a tick between two read as a token
+        ticks = spaced_ticks(n)  # whole positions only: a tick between two read as a token
+        self.lines.xaxis.major_label_overrides = token_axis_labels(run.tokens, ticks)
+        show_ticks(self.lines.xaxis, ticks)
         self.line_colors.high = len(labels) - 1
         self.lines.title.text = f"Norm per position, one line per boundary · {n} tokens"
         self.summary.object = sink_summary(run, sinks)

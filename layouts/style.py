@@ -122,9 +122,11 @@ def add_color_bar(fig: figure, mapper, title: str) -> None:
                             major_label_text_font_size=TICK_SIZE, width=14), "right")
 
 
-def token_axis_labels(tokens: list[str]) -> dict[int, str]:
-    """Tick labels ``position: token`` for a positions axis (canvas text, so no HTML escaping is involved)."""
-    return {position: f"{position}:{visible_token(token)}" for position, token in enumerate(tokens)}
+def token_axis_labels(tokens: list[str], positions=None) -> dict[int, str]:
+    """Tick labels ``position: token`` for a positions axis (canvas text, so no HTML escaping is involved), at every
+    position or only at ``positions`` (an axis whose ticks stay there: the other labels would never show)."""
+    shown = range(len(tokens)) if positions is None else positions
+    return {position: f"{position}:{visible_token(tokens[position])}" for position in shown}
 
 
 def show_ticks(axes, ticks) -> None:

@@ -1,9 +1,11 @@
 """One forward pass with torch hooks that keeps every named value of the residual stream.
 
-Each residual-width value is copied once into one buffer allocated before the pass; a block's output and the next
-block's input share a slot. Keeping the model's own tensors alive instead would stop the allocator from reusing
-their memory, and on a 1024-token GPT-2 pass that cost eight times the page faults and a quarter more time than
-the copies do. The attention pattern is reduced in its hook to what the sink analysis needs (the
+Each residual-width value is copied once, into an array of its own; a block's output and the next block's input
+share one. Keeping the model's own tensors alive instead would stop the allocator from reusing their memory, and on
+a 1024-token GPT-2 pass that cost eight times the page faults and a quarter more time than the copies do. One
+buffer for all of a pass's values, allocated before it, is as large as a pass's activations several times over:
+the C library maps such a block afresh for every pass, and each of its pages faults on first touch, while arrays of
+one value each reuse the memory of the runs freed before (``benchmarks/capture_benchmark.py`` times the capture). The attention pattern is reduced in its hook to what the sink analysis needs (the
 attention each key receives), and recomputed in full only when asked for (see ``Run.attention_probabilities``).
 """
 
@@ -115,10 +117,6 @@ class _Recorder:
         self.layer_reads = {n: read for n, read in reads.items() if VALUES_BY_NAME[n].per_layer and n not in NOT_HOOKED}
         self.model_reads = {n: read for n, read in reads.items() if not VALUES_BY_NAME[n].per_layer
                             and n not in NOT_HOOKED}
-        # One slot per value, and one for the embeddings' sum; unwritten slots take no memory.
-        n_slots = len(self.model_reads) + 1 + loaded.n_layers * len(self.layer_reads)
-        self.buffers = [torch.empty(n_slots, length, loaded.config.hidden_size) for length in lengths]
-        self.slots_used = 0
         self.last_kept: tuple[torch.Tensor, list[np.ndarray]] | None = None
         # [row][layer]
         self.column_sums: list[list[np.ndarray]] = [[None] * loaded.n_layers for _ in lengths]
@@ -167,18 +165,14 @@ class _Recorder:
             values[key] = array
 
     def keep(self, tensor: torch.Tensor) -> list[np.ndarray]:
-        """Copy each row of a [batch, seq, hidden] value into its buffer's next free slot; return them as numpy.
+        """Copy each row of a [batch, seq, hidden] value to float32 on the CPU, whatever the model computes in;
+        return them as numpy.
 
-        A block's input is the tensor the previous block returned, read just before: it shares that slot.
+        A block's input is the tensor the previous block returned, read just before: it shares that copy.
         """
         if self.last_kept is not None and self.last_kept[0] is tensor:
             return self.last_kept[1]
-        kept = []
-        for row, part in self.rows(tensor):
-            slot = self.buffers[row][self.slots_used]
-            slot.copy_(part)  # to float32 on the CPU, whatever the model computes in
-            kept.append(slot.numpy())
-        self.slots_used += 1
+        kept = [part.to(device="cpu", dtype=torch.float32, copy=True).numpy() for _, part in self.rows(tensor)]
         self.last_kept = (tensor, kept)
         return kept
 

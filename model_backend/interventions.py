@@ -57,8 +57,9 @@ def last_position_logprob(loaded: LoadedModel, token_ids: torch.Tensor, target_i
 
 
 def vocabulary_size(run: Run) -> int:
-    """How many tokens the model's logits score: what a uniform output spreads its probability over."""
-    return int(run.logits_at([-1]).shape[-1])
+    """How many tokens the model's logits score: what a uniform output spreads its probability over (known from the
+    run without computing a logit: the sweep asks on the event loop)."""
+    return run.vocab_size
 
 
 def clean_logprob(run: Run, target_id: int) -> float:

@@ -125,28 +125,43 @@ def detect_sinks(run: Run, *, skip_first: bool = False) -> SinkReport:
     """Measure the norm, attention and value signals at every position that later queries can see.
 
     ``skip_first`` leaves position 0 out, as a candidate and from every median, to find a sink behind the first.
+    Each signal is measured for every candidate at once (the medians and means of each position's own numbers).
     """
     first = 1 if skip_first else 0
+    candidates = slice(first, run.seq_len - 1)
     norms = residual_norms(run)
-    block_output_norms = norms[1:, first:]
-    norm_ratio_by_layer = norm_ratios(block_output_norms)
+    norm_ratio_by_layer = norm_ratios(norms[1:, first:])
     middle = list(middle_layers(run.n_layers))
-    shares = attention_share_received(run)  # [layer, head, key]
-    values = value_norm_ratios(run, skip_first=skip_first)
+    norm_ratio = np.median(norm_ratio_by_layer[middle, : run.seq_len - 1 - first], axis=0)
+    shares = attention_share_received(run)[:, :, candidates]  # [layer, head, candidate]
+    layer_shares = np.ascontiguousarray(shares.transpose(0, 2, 1)).mean(axis=-1)  # [layer, candidate]
+    attending_heads = shares >= ATTENTION_SHARE_THRESHOLD
+    value_ratio = median_where(value_norm_ratios(run, skip_first=skip_first)[:, :, candidates], attending_heads)
+    layers_with_share = (layer_shares >= ATTENTION_SHARE_THRESHOLD).sum(axis=0)
+    median_share = np.median(layer_shares, axis=0)
     evidence = []
-    for position in range(first, run.seq_len - 1):
-        norm_ratio = float(np.median(norm_ratio_by_layer[middle, position - first]))
-        layer_shares = shares[:, :, position].mean(axis=1)
-        attending_heads = shares[:, :, position] >= ATTENTION_SHARE_THRESHOLD
-        value_ratio = float(np.median(values[:, :, position][attending_heads])) if attending_heads.any() else np.nan
-        layers_with_share = int((layer_shares >= ATTENTION_SHARE_THRESHOLD).sum())
+    for index, position in enumerate(range(first, run.seq_len - 1)):
         signals = []
-        if norm_ratio >= NORM_RATIO_THRESHOLD:
+        if norm_ratio[index] >= NORM_RATIO_THRESHOLD:
             signals.append("norm")
-        if 2 * layers_with_share >= run.n_layers:
+        if 2 * layers_with_share[index] >= run.n_layers:
             signals.append("attention")
-        if value_ratio <= VALUE_RATIO_THRESHOLD:
+        if value_ratio[index] <= VALUE_RATIO_THRESHOLD:
             signals.append("value")
-        evidence.append(SinkEvidence(position, run.tokens[position], norm_ratio, float(np.median(layer_shares)),
-                                     layers_with_share, value_ratio, tuple(signals)))
+        evidence.append(SinkEvidence(position, run.tokens[position], float(norm_ratio[index]),
+                                     float(median_share[index]), int(layers_with_share[index]),
+                                     float(value_ratio[index]), tuple(signals)))
     return SinkReport(evidence, run.n_layers, norms)
+
+
+def median_where(values: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """For each position (last axis), the median of its ``values`` where ``chosen`` [layer, head, position]; NaN
+    where none is chosen, or where a chosen value is NaN (as ``np.median`` of those values gives)."""
+    n_rows, n_positions = values.shape[0] * values.shape[1], values.shape[2]
+    flat_values, flat_chosen = values.reshape(n_rows, n_positions), chosen.reshape(n_rows, n_positions)
+    ordered = np.sort(np.where(flat_chosen, flat_values, np.inf), axis=0)  # the chosen first, in order
+    count = flat_chosen.sum(axis=0)
+    columns = np.arange(n_positions)
+    medians = (ordered[np.maximum(count - 1, 0) // 2, columns] + ordered[count // 2, columns]) / 2
+    unknown = (count == 0) | (flat_chosen & np.isnan(flat_values)).any(axis=0)
+    return np.where(unknown, np.nan, medians)

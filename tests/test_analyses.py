@@ -13,7 +13,7 @@ from model_backend import (capture_run, detect_sinks, direct_logit_attribution, 
                            logit_lens, residual_norms, scaling_sweep, token_across_layers, tokens_within_layer)
 from model_backend import lens as lens_module
 from model_backend.attribution import readout_direction
-from model_backend.norms import attention_share_received, value_norm_ratios
+from model_backend.norms import attention_share_received, median_where, value_norm_ratios
 
 TARGET = 6342  # " Paris"
 
@@ -231,3 +231,19 @@ def test_skip_first_finds_no_sink_behind_a_position_zero_sink(run_with_huge_posi
 
 def test_the_sink_report_keeps_the_residual_norms_the_views_draw(run):
     np.testing.assert_array_equal(detect_sinks(run).residual_norms, residual_norms(run))
+
+
+def test_median_where_is_each_positions_median_of_its_chosen_values():
+    generator = np.random.default_rng(0)
+    values = generator.normal(size=(4, 3, 9))
+    values[0, 1, 2] = np.nan  # chosen below: its median is NaN, as np.median gives
+    values[1, 2, 5] = np.nan  # never chosen: no effect
+    chosen = generator.random(values.shape) < 0.4
+    chosen[0, 1, 2], chosen[1, 2, 5] = True, False
+    chosen[:, :, 7] = False  # none chosen: NaN
+    medians = median_where(values, chosen)
+    for position in range(values.shape[-1]):
+        picked = values[:, :, position][chosen[:, :, position]]
+        expected = np.median(picked) if picked.size else np.nan
+        np.testing.assert_array_equal(medians[position], expected)  # bit for bit, NaN where np.median is NaN
+    assert np.isnan(medians[[2, 7]]).all() and not np.isnan(medians[5])

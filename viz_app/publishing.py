@@ -13,6 +13,7 @@ not end the page that stayed on "Running the prompt…": that was Panel's write 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -60,6 +61,21 @@ class Publisher:
 
     def update(self, **values) -> None:
         self.apply(partial(self.state.param.update, **values))
+
+    def after_sent(self, work: Callable[[], None], delay: float = 0.0) -> None:
+        """Run ``work`` on the event loop once the changes asked so far are applied and sent to the browser, and
+        ``delay`` seconds more (at once without a served document): model work started sooner would take the cores
+        and the interpreter from the event loop serializing them and from the browser drawing them."""
+        if self.document is None or self.document.session_context is None:
+            work()
+            return
+        self.apply(lambda: asyncio.get_running_loop().call_later(delay, work))
+
+    async def sent(self) -> None:
+        """Wait until the changes asked so far are applied and sent to the browser (``after_sent``)."""
+        done = asyncio.get_running_loop().create_future()
+        self.after_sent(lambda: done.done() or done.set_result(None))
+        await done
 
     @contextmanager
     def showing(self, doing: str):

@@ -55,6 +55,7 @@ class TabJobs:
             return
         alpha, scaled, vocabulary = state.alpha, [], vocabulary_size(run)
         job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
+        await self.publisher.sent()  # the tab's first drawing of this run goes out before the passes take the cores
         for layer in range(run.n_layers):
             point = await self.worker.run_if_current(job, f"Scaling block {layer}…", scaled_logprob, loaded, run,
                                                      target_id, layer, alpha=alpha)
