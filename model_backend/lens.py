@@ -17,7 +17,7 @@ import torch
 from .boundaries import residual_boundaries
 from .capture import to_model
 from .loaded_model import LoadedModel
-from .readout import unembed, unembed_in_slices
+from .readout import unembed_in_slices
 from .run import Run
 
 LOGITS_PER_MATMUL = 2**23  # 32 MiB of float32 logits per lm_head call: 170 rows of a 49k vocabulary
@@ -62,12 +62,9 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
         for group in boundary_groups(len(boundaries), len(positions), loaded.config.vocab_size):
             residuals = torch.cat([to_model(loaded, run[boundaries[row][1]][positions]) for row in group], dim=1)
             normed = residuals if raw else loaded.module("final_norm")(residuals)
-            if group[-1] < len(boundaries) - 1:
-                logits = unembed_in_slices(loaded, normed, VOCABULARY_SLICE, keep_reading)
-            elif keep_reading is None or keep_reading():
-                logits = unembed(loaded, normed)  # alone, in the shape Run.read_logits uses
-            else:
-                logits = None
+            # The last boundary alone and whole, in the shape Run.read_logits uses.
+            slice_tokens = VOCABULARY_SLICE if group[-1] < len(boundaries) - 1 else None
+            logits = unembed_in_slices(loaded, normed, slice_tokens, keep_reading)
             if logits is None:
                 return None
             logits = logits[0].float().cpu().unflatten(0, (len(group), len(positions)))
