@@ -56,12 +56,6 @@ def last_position_logprob(loaded: LoadedModel, token_ids: torch.Tensor, target_i
     return float(logits.float().log_softmax(dim=-1)[target_id])
 
 
-def vocabulary_size(run: Run) -> int:
-    """How many tokens the model's logits score: what a uniform output spreads its probability over (known from the
-    run without computing a logit: the sweep asks on the event loop)."""
-    return run.vocab_size
-
-
 def clean_logprob(run: Run, target_id: int) -> float:
     """The target's log-probability after the prompt with nothing scaled: the run's own last logits, no new pass."""
     return float(torch.from_numpy(run.logits_at(-1)).log_softmax(dim=-1)[target_id])
@@ -94,4 +88,4 @@ def scaling_sweep(loaded: LoadedModel, run: Run, target_id: int, *, alpha: float
                   site: str = "layer_output") -> ScalingSweep:
     """Rerun the prompt once per block with that block's ``site`` scaled by ``alpha`` (the blog's demo 3)."""
     scaled = [scaled_logprob(loaded, run, target_id, layer, alpha=alpha, site=site) for layer in range(run.n_layers)]
-    return ScalingSweep(target_id, site, alpha, clean_logprob(run, target_id), np.array(scaled), vocabulary_size(run))
+    return ScalingSweep(target_id, site, alpha, clean_logprob(run, target_id), np.array(scaled), run.vocab_size)

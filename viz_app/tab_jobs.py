@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from model_backend import Patching, ScalingSweep, scaled_logprob, unscaled_logprob
-from model_backend.interventions import vocabulary_size
 from model_backend.patching import pair_with_run, patch_block
 
 from .analysis import attribution_for
@@ -53,7 +52,7 @@ class TabJobs:
                                                  loaded, run, target_id)
         if clean is None or not job.current:
             return
-        alpha, scaled, vocabulary = state.alpha, [], vocabulary_size(run)
+        alpha, scaled, vocabulary = state.alpha, [], run.vocab_size
         job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
         await self.publisher.sent()  # the tab's first drawing of this run goes out before the passes take the cores
         for layer in range(run.n_layers):
