@@ -109,7 +109,8 @@ def analyse_waiting(loaded: LoadedModel, key: tuple[int, int], deliver_early: Ca
             return outcomes
         deliver_early(outcomes)
         batch = min(batches(pending), key=lambda batch: min(taken_at[id(asked)] for asked, _ in batch))
-        pending = [item for item in pending if all(item is not chosen for chosen in batch)]
+        chosen = {id(asked) for asked, _ in batch}
+        pending = [item for item in pending if id(item[0]) not in chosen]
         outcomes = analysed_batch(loaded, batch)
 
 
