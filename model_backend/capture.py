@@ -5,8 +5,9 @@ share one. Keeping the model's own tensors alive instead would stop the allocato
 a 1024-token GPT-2 pass that cost eight times the page faults and a quarter more time than the copies do. One
 buffer for all of a pass's values, allocated before it, is as large as a pass's activations several times over:
 the C library maps such a block afresh for every pass, and each of its pages faults on first touch, while arrays of
-one value each reuse the memory of the runs freed before (``benchmarks/capture_benchmark.py`` times the capture). The attention pattern is reduced in its hook to what the sink analysis needs (the
-attention each key receives), and recomputed in full only when asked for (see ``Run.attention_probabilities``).
+one value each reuse the memory of the runs freed before (``benchmarks/capture_benchmark.py`` times the capture).
+The attention pattern is reduced in its hook to what the sink analysis needs (the attention each key receives), and
+recomputed in full only when asked for (see ``Run.attention_probabilities``).
 """
 
 from __future__ import annotations
