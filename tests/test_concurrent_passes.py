@@ -19,7 +19,7 @@ from conftest import PROMPT, run_coroutine
 
 from model_backend import capture_run
 from model_backend.interventions import scaled_logprob
-from viz_app.model_work import ALL_CORES, in_model_thread
+from viz_app.model_work import ALL_CORES, in_model_thread, stop_giving_way
 
 OTHER_PROMPT = "A rather longer prompt, so that the two passes differ in length as well as in tokens"
 MEET_SECONDS = 30
@@ -101,3 +101,28 @@ def test_a_job_that_gives_way_runs_on_one_core_even_alone():
                 await in_model_thread(torch.get_num_threads))
 
     assert run_coroutine(giving_way_then_not()) == (1, ALL_CORES)
+
+
+@pytest.mark.skipif(ALL_CORES < 2, reason="one core: one model thread")
+def test_a_job_that_gave_way_takes_every_core_once_waited_for_and_counts_against_the_next():
+    waited_for, meeting = threading.Event(), threading.Barrier(2, timeout=MEET_SECONDS)
+
+    def gave_way_then_waited_for() -> tuple[int, int]:
+        giving_way = torch.get_num_threads()
+        stop_giving_way()
+        waited_for.set()
+        waited = torch.get_num_threads()
+        meeting.wait()
+        return giving_way, waited
+
+    def threads_beside_it() -> int:
+        meeting.wait()
+        return torch.get_num_threads()
+
+    async def waited_for_then_another():
+        first = asyncio.ensure_future(in_model_thread(gave_way_then_waited_for, gives_way=True))
+        await asyncio.to_thread(waited_for.wait, MEET_SECONDS)
+        beside = await in_model_thread(threads_beside_it)
+        return await first, beside
+
+    assert run_coroutine(waited_for_then_another()) == ((1, ALL_CORES), 1)

@@ -171,33 +171,77 @@ def test_no_lens_is_read_ahead_while_other_work_wants_the_model_threads(controll
     assert controller.lens.ahead is None and reads == []
 
 
-def test_a_lens_read_ahead_gives_way_to_other_pages_work_until_the_lens_is_asked_for(controller, monkeypatch):
-    others_wait = True  # other pages' jobs want the model threads until a test says otherwise
+def test_a_lens_read_ahead_gives_way_to_other_pages_work_and_reads_again_once_they_are_done(controller, monkeypatch):
+    others_wait = False
+    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
+    monkeypatch.setattr(lens_module, "models_idle", lambda: not others_wait)
+    reads, gave_way = counted_lens_reads(monkeypatch), []
+    read_ahead = lens_module.logit_lens
+
+    def noting_when_it_gave_way(*args, **kwargs):
+        part = read_ahead(*args, **kwargs)
+        gave_way.append(part is None)
+        return part
+
+    monkeypatch.setattr(lens_module, "logit_lens", noting_when_it_gave_way)
+
+    async def run_while_others_wait_then_not():
+        nonlocal others_wait
+        await controller.run_prompt()
+        others_wait = True  # before the read ahead's first slice: it gives way, then waits
+        while not gave_way:
+            await asyncio.sleep(0.01)
+        others_wait = False
+        part = await controller.lens.ahead.part
+        await controller.lens.read()
+        return part
+
+    assert run_coroutine(run_while_others_wait_then_not()) is not None
+    assert gave_way[:2] == [True, False]
+    assert reads == [OPENS, OPENS, *OFF_SCREEN]  # the lens used the second read ahead
+    assert controller.state.lens.positions.tolist() == list(range(40))
+
+
+def test_a_lens_read_ahead_that_gave_way_stops_once_a_new_run_is_shown(controller, monkeypatch):
+    others_wait = False
     monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
     monkeypatch.setattr(lens_module, "models_idle", lambda: not others_wait)
     reads = counted_lens_reads(monkeypatch)
 
-    async def run_then_others_wait_then_lens(asked_first: bool):
-        """Run (the threads idle), then others' jobs wait, until the read ahead ends; the lens is asked for
-        before others wait, or after the read ahead."""
+    async def run_while_others_wait_then_run_again():
         nonlocal others_wait
+        await controller.run_prompt()
+        ahead, others_wait = controller.lens.ahead, True
+        while not reads:
+            await asyncio.sleep(0.01)
+        await controller.run_prompt()  # others still wait: the new run reads nothing ahead
         others_wait = False
+        return await ahead.part
+
+    assert run_coroutine(run_while_others_wait_then_run_again()) is None
+    assert reads == [OPENS] and controller.lens.ahead is None
+
+
+def test_a_lens_read_ahead_asked_for_goes_on_while_other_pages_work(controller, monkeypatch):
+    others_wait = False
+    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
+    monkeypatch.setattr(lens_module, "models_idle", lambda: not others_wait)
+    reads = counted_lens_reads(monkeypatch)
+
+    async def run_then_lens_then_others_wait():
+        nonlocal others_wait
         await controller.run_prompt()
         ahead = controller.lens.ahead
-        lens = asyncio.create_task(controller.lens.read()) if asked_first else None
-        while asked_first and not ahead.asked_for.is_set():
+        lens = asyncio.create_task(controller.lens.read())
+        while not ahead.asked_for.is_set():
             await asyncio.sleep(0)
         others_wait = True
-        read_ahead = await ahead.part
+        part = await ahead.part
         others_wait = False
-        await (lens or controller.lens.read())
-        return read_ahead
+        await lens
+        return part
 
-    assert run_coroutine(run_then_others_wait_then_lens(asked_first=False)) is None  # it gave way
-    assert reads[:2] == [OPENS] * 2  # read again when asked for
-    assert controller.state.lens.positions.tolist() == list(range(40))
-    reads.clear()
-    assert run_coroutine(run_then_others_wait_then_lens(asked_first=True)) is not None  # asked for: it went on
+    assert run_coroutine(run_then_lens_then_others_wait()) is not None  # asked for: it went on
     assert reads == [OPENS, *OFF_SCREEN]
 
 

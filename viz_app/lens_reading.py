@@ -14,7 +14,7 @@ from model_backend import LoadedModel, LogitLens, Run, joined_lens, logit_lens
 
 from .analysis import decoded
 from .jobs import Job
-from .model_work import alone_in_model_threads, in_model_thread, models_idle
+from .model_work import alone_in_model_threads, in_model_thread, models_idle, stop_giving_way
 
 LENS_TOP_K = 5
 LENS_MARGIN_POSITIONS = 4
@@ -39,13 +39,18 @@ class LensReadAhead:
 
 class GivesWay:
     """``keep_reading`` for a lens read nobody waits for yet: False, and remembered, once ``wanted_elsewhere``
-    says the model threads are wanted for something else."""
+    says the model threads are wanted for something else. Once ``waited_for`` is set, the read goes on, on every
+    core the other jobs leave it (``stop_giving_way``)."""
 
-    def __init__(self, wanted_elsewhere):
-        self.wanted_elsewhere, self.gave_way = wanted_elsewhere, False
+    def __init__(self, wanted_elsewhere, waited_for: threading.Event | None = None):
+        self.wanted_elsewhere, self.waited_for = wanted_elsewhere, waited_for
+        self.gave_way = self.goes_on = False
 
     def __call__(self) -> bool:
-        self.gave_way = self.gave_way or self.wanted_elsewhere()
+        if not (self.gave_way or self.goes_on) and self.waited_for is not None and self.waited_for.is_set():
+            self.goes_on = True
+            stop_giving_way()
+        self.gave_way = self.gave_way or (not self.goes_on and self.wanted_elsewhere())
         return not self.gave_way
 
 
@@ -87,28 +92,48 @@ class LensReader:
         """While no other job wants the model threads, start reading the positions the run's lens grid opens on: the
         lens tab then opens without waiting for its first matmuls, the slowest part of any tab
         (``benchmarks/page_benchmark.py`` times the click on the lens tab). It gives way, between two boundaries, to any
-        job another page asks for. Nothing is shown from here; ``read`` picks the part up when the lens is asked for
-        (and reads it itself if this read gave way or failed). ``target_id`` is the one the run publishes: the state
-        has it only once the publish is applied."""
+        job another page asks for, and starts again once the model threads are idle, while the run and its reading
+        are still the page's. Asked for, it no longer gives way and takes every core the other jobs leave it. Nothing
+        is shown from here; ``read`` picks the part up when the lens is asked for (and reads it itself if this read
+        failed). ``target_id`` is the one the run publishes: the state has it only once the publish is applied."""
         self.ahead = None
         if not models_idle():
             return
         raw, positions = self.state.raw_lens, unread_on_screen(np.ones(run.seq_len, dtype=bool), None)
         asked_for = threading.Event()
-        gives_way = GivesWay(lambda: not asked_for.is_set() and not alone_in_model_threads())
+
+        def still_wanted() -> bool:
+            ahead = self.ahead
+            return (ahead is not None and ahead.part is asyncio.current_task()
+                    and ahead.belongs_to(run, target_id, self.state.raw_lens))
+
+        async def idle_again() -> bool:
+            """Wait until the model threads are idle or the lens is asked for; False once the read ahead is no
+            longer wanted."""
+            while not asked_for.is_set():
+                if not still_wanted():
+                    return False
+                if models_idle():
+                    return True
+                await asyncio.sleep(LENS_IDLE_POLL_SECONDS)
+            return True
 
         async def read() -> LogitLens | None:
-            try:
-                return await in_model_thread(logit_lens, loaded, run, k=LENS_TOP_K, target_id=target_id, raw=raw,
-                                             positions=positions, keep_reading=gives_way, gives_way=True)
-            except Exception:  # noqa: BLE001 - read reads these positions again and shows the failure
-                return None
+            while True:
+                gives_way = GivesWay(lambda: not alone_in_model_threads(), waited_for=asked_for)
+                try:
+                    part = await in_model_thread(logit_lens, loaded, run, k=LENS_TOP_K, target_id=target_id,
+                                                 raw=raw, positions=positions, keep_reading=gives_way, gives_way=True)
+                except Exception:  # noqa: BLE001 - read reads these positions again and shows the failure
+                    return None
+                if part is not None or not await idle_again():
+                    return part
 
         self.ahead = LensReadAhead(run, target_id, raw, positions, asyncio.ensure_future(read()), asked_for)
 
     async def part_read_ahead(self, run: Run, target_id: int | None, unread: np.ndarray) -> LogitLens | None:
         """The lens part read ahead for this run, target and readout (awaited while it is still being read), or
-        None: none was, it gave way, failed or was cancelled (its event loop ended), or its positions are read
+        None: none was, it failed, stopped or was cancelled (its event loop ended), or its positions are read
         already."""
         ahead = self.ahead
         if not (ahead and ahead.belongs_to(run, target_id, self.state.raw_lens) and unread[ahead.positions].all()
