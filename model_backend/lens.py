@@ -3,12 +3,11 @@
 Rows are the embeddings (block 0's input) and each block's output. The last block's output read this way *is* the
 model's readout, so the last row equals the logits. ``hidden_states[-1]`` in transformers is already post-final-norm
 and must not be normed again; this module reads the raw block output instead. The full-vocabulary table is never
-kept: each row is reduced to its top-k before the next is computed.
+written: each slice of the vocabulary's logits is reduced (top-k, normaliser, the target's rank) before the next.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,12 +16,13 @@ import torch
 from .boundaries import residual_boundaries
 from .capture import to_model
 from .loaded_model import LoadedModel
-from .readout import unembed_in_slices
+from .readout import unembed, unembed_slice
 from .run import Run
 
-LOGITS_PER_MATMUL = 2**23  # 32 MiB of float32 logits per lm_head call: 170 rows of a 49k vocabulary
-LOGIT_ROWS_PER_MATMUL = 128  # and at least this many rows: 128 MiB of logits for a 262k vocabulary
-VOCABULARY_SLICE = 2**15  # tokens per product within a group: a read that gives way stops within one slice
+LOGITS_PER_MATMUL = 2**23  # 32 MiB of float32 logits per lm_head call, where a whole table is written (the export)
+LOGIT_ROWS_PER_GROUP = 512  # rows (boundaries x positions) read through each slice of lm_head together
+VOCABULARY_SLICE = 2**12  # tokens per product: each slice of logits is reduced while in the cache
+NEGLIGIBLE_EXPONENT = -80.0  # e**-80 beside the largest term's 1 vanishes in any float32 sum; exp's denormals are slow
 
 
 @dataclass(frozen=True)
@@ -59,18 +59,21 @@ def logit_lens(loaded: LoadedModel, run: Run, *, k: int = 5, target_id: int | No
     rows = LensRows(k, target_id)
     last_row_diff = float("nan")
     with loaded.computing():
-        for group in boundary_groups(len(boundaries), len(positions), loaded.config.vocab_size):
+        for group in boundary_groups(len(boundaries), len(positions)):
             residuals = torch.cat([to_model(loaded, run[boundaries[row][1]][positions]) for row in group], dim=1)
-            normed = residuals if raw else loaded.module("final_norm")(residuals)
-            # The last boundary alone and whole, in the shape Run.read_logits uses.
-            slice_tokens = VOCABULARY_SLICE if group[-1] < len(boundaries) - 1 else None
-            logits = unembed_in_slices(loaded, normed, slice_tokens, keep_reading)
-            if logits is None:
+            normed = (residuals if raw else loaded.module("final_norm")(residuals))[0]
+            if group[-1] < len(boundaries) - 1:
+                reduction = reduced_in_slices(loaded, normed, k, target_id, keep_reading)
+                if reduction is None:
+                    return None
+            elif keep_reading is not None and not keep_reading():
                 return None
-            logits = logits[0].float().cpu().unflatten(0, (len(group), len(positions)))
-            if group[-1] == len(boundaries) - 1 and not raw:
-                last_row_diff = difference_from_models_logits(loaded, run, positions, normed, logits[-1])
-            rows.add(logits)
+            else:  # the last boundary alone and whole, in the shape Run.read_logits uses
+                logits = unembed(loaded, normed[None])[0].float()
+                if not raw:
+                    last_row_diff = difference_from_models_logits(loaded, run, positions, normed[None], logits.cpu())
+                reduction = reduced_in_slices(loaded, normed, k, target_id, None, logits)
+            rows.add(reduction, (len(group), len(positions)))
     return LogitLens(row_labels=labels, target_id=target_id, raw=raw, last_row_max_abs_diff=last_row_diff,
                      positions=positions, **rows.stacked())
 
@@ -88,50 +91,79 @@ def difference_from_models_logits(loaded: LoadedModel, run: Run, positions: np.n
     return float((last_row - torch.from_numpy(run.read_logits(positions))).abs().max())
 
 
-def boundary_groups(n_boundaries: int, n_positions: int, vocab_size: int) -> list[range]:
-    """Boundaries read through lm_head in one matmul: as many as ``LOGITS_PER_MATMUL`` allows, and enough to make
-    ``LOGIT_ROWS_PER_MATMUL`` rows, the last one alone.
+def boundary_groups(n_boundaries: int, n_positions: int) -> list[range]:
+    """Boundaries read through each slice of lm_head together: as many as make ``LOGIT_ROWS_PER_GROUP`` rows, in
+    groups as even as they come, and the last boundary alone.
 
-    lm_head's matmul runs at a fraction of its speed on a few rows (each call streams the whole unembedding), and a
-    page reads a few positions at a time; a group of a hundred or more rows is about as fast per row as a larger one
-    and lets a read give way often (``benchmarks/page_benchmark.py`` times the lens; the figures in
-    ``benchmarks/README.md``). The last boundary is read alone, in the shape ``Run.read_logits`` uses.
-    """
-    per_group = max(1, LOGITS_PER_MATMUL // (n_positions * vocab_size), LOGIT_ROWS_PER_MATMUL // n_positions)
+    Each product streams its slice of the unembedding from memory: on a few rows it runs at a fraction of its speed,
+    on a few hundred at about its full speed (``benchmarks/lens_benchmark.py``). The last boundary is read alone and
+    whole, in the shape ``Run.read_logits`` uses."""
+    per_group = max(1, LOGIT_ROWS_PER_GROUP // n_positions)
     n_groups = -(-(n_boundaries - 1) // per_group)
-    per_group = -(-(n_boundaries - 1) // max(n_groups, 1))  # as even as they come: no last group of a few rows
+    per_group = -(-(n_boundaries - 1) // max(n_groups, 1))
     starts = range(0, n_boundaries - 1, per_group)
     return [range(start, min(start + per_group, n_boundaries - 1)) for start in starts] + [
         range(n_boundaries - 1, n_boundaries)]
 
 
+def vocabulary_slices(loaded: LoadedModel, first_token: int | None) -> list[slice]:
+    """The unembedding's rows in slices of ``VOCABULARY_SLICE``, the one holding ``first_token`` first (its logit
+    ranks the others); one slice where lm_head's weight is not in memory and is read whole."""
+    weight = loaded.module("lm_head").weight
+    size = weight.shape[0]
+    step = size if weight.device.type == "meta" else VOCABULARY_SLICE
+    slices = [slice(start, min(start + step, size)) for start in range(0, size, step)]
+    if first_token is not None:
+        slices.sort(key=lambda tokens: not tokens.start <= first_token < tokens.stop)
+    return slices
+
+
+def reduced_in_slices(loaded: LoadedModel, normed: torch.Tensor, k: int, target_id: int | None, keep_reading,
+                      logits: torch.Tensor | None = None) -> dict | None:
+    """Rows of ``normed`` [n, d] read through the readout a slice of the vocabulary at a time, each slice reduced while
+    it is in the cache: the top ``k`` ids and probabilities, and the target's probability and rank. The whole
+    [n, vocab] table is never written (``logits`` given, already read whole, is reduced the same way).
+    ``keep_reading`` is asked before each slice's product; None is returned once it says False."""
+    slices, largest, sums, best_values, best_ids = vocabulary_slices(loaded, target_id), [], [], [], []
+    target_logit, above = None, 0
+    for tokens in slices:
+        if keep_reading is not None and not keep_reading():
+            return None
+        part = (unembed_slice(loaded, normed, tokens) if logits is None else logits[:, tokens]).float()
+        best = part.topk(min(k, part.shape[-1]), dim=-1)
+        best_values.append(best.values)
+        best_ids.append(best.indices + tokens.start)
+        largest.append(best.values[:, :1])
+        sums.append(torch.sub(part, largest[-1]).clamp_(min=NEGLIGIBLE_EXPONENT).exp_().sum(-1, keepdim=True))
+        if target_id is not None:
+            if target_logit is None:
+                target_logit = part[:, target_id - tokens.start : target_id - tokens.start + 1]
+            above = above + torch.sub(part, target_logit).gt_(0).sum(-1)  # a - b > 0 exactly where a > b
+    top = torch.cat(largest, dim=-1).amax(-1, keepdim=True)
+    log_normaliser = sum(total * torch.exp(peak - top) for peak, total in zip(largest, sums)).log() + top
+    best = torch.cat(best_values, dim=-1).topk(k, dim=-1)
+    reduction = {"top_ids": torch.cat(best_ids, dim=-1).gather(-1, best.indices),
+                 "top_probs": (best.values - log_normaliser).exp()}
+    if target_id is not None:
+        reduction["target_probs"] = (target_logit - log_normaliser).exp()[:, 0]
+        reduction["target_ranks"] = above.long() + 1
+    return {name: values.cpu().numpy() for name, values in reduction.items()}
+
+
 class LensRows:
-    """Each boundary's logits reduced to its top-k (and the target's probability and rank) as they are read: the
-    full-vocabulary table is never kept."""
+    """Each group of boundaries' reductions, gathered as they are read into LogitLens's arrays."""
 
     def __init__(self, k: int, target_id: int | None):
         self.k, self.target_id = k, target_id
         self.top_ids, self.top_probs, self.target_probs, self.target_ranks = [], [], [], []
 
-    def add(self, logits: torch.Tensor) -> None:
-        """Reduce logits [row, position, vocab]: top-k, then only those k normalised. Each (row, position) is reduced
-        on its own, the exponentials written into one reused vector: over a 262,144-token vocabulary, whole-table
-        temporaries cost more than the arithmetic (``benchmarks/page_benchmark.py`` times the lens). The vectors are
-        shared out between the cores this thread may use, each share reduced on one core by a thread of its own:
-        torch would spread each small operation over the cores, which meet at a barrier after it, and a core busy
-        elsewhere (another session, the browser) would hold up every one of the hundreds of them
-        (``benchmarks/lens_benchmark.py``)."""
-        vectors = logits.flatten(0, -2)
-        first, *others = vectors.tensor_split(min(torch.get_num_threads(), len(REDUCING_HELPERS) + 1, len(vectors)))
-        helped = [helper.submit(on_one_core, reduced, share, self.k, self.target_id)
-                  for helper, share in zip(REDUCING_HELPERS, others)]
-        shares = [on_one_core(reduced, first, self.k, self.target_id)] + [share.result() for share in helped]
-        cells = logits.shape[:-1]
-        self.top_ids.append(np.concatenate([share["top_ids"] for share in shares]).reshape(*cells, self.k))
-        self.top_probs.append(np.concatenate([share["top_probs"] for share in shares]).reshape(*cells, self.k))
+    def add(self, reduction: dict, cells: tuple[int, int]) -> None:
+        """A group's reduction [row x position, ...] as [row, position, ...]."""
+        self.top_ids.append(reduction["top_ids"].reshape(*cells, self.k))
+        self.top_probs.append(reduction["top_probs"].reshape(*cells, self.k))
         if self.target_id is not None:
-            self.target_probs.append(np.concatenate([share["target_probs"] for share in shares]).reshape(cells))
-            self.target_ranks.append(np.concatenate([share["target_ranks"] for share in shares]).reshape(cells))
+            self.target_probs.append(reduction["target_probs"].reshape(cells))
+            self.target_ranks.append(reduction["target_ranks"].reshape(cells))
 
     def stacked(self) -> dict:
         """The reduced rows as LogitLens's arrays, [row, position, ...]."""
@@ -139,46 +171,6 @@ class LensRows:
             return np.concatenate(parts) if parts else None
         return {"top_ids": joined(self.top_ids), "top_probs": joined(self.top_probs),
                 "target_probs": joined(self.target_probs), "target_ranks": joined(self.target_ranks)}
-
-
-REDUCING_HELPERS = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="lens-reduce")
-                    for _ in range(torch.get_num_threads() - 1)]
-
-
-def on_one_core(function, *args):
-    """``function(*args)`` with torch's operations in this thread on one core."""
-    cores = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return function(*args)
-    finally:
-        torch.set_num_threads(cores)
-
-
-def reduced(vectors: torch.Tensor, k: int, target_id: int | None) -> dict:
-    """Logit vectors [n, vocab] reduced: top-k ids and probabilities, and the target's probability and rank."""
-    best = vectors.topk(k, dim=-1)
-    log_normaliser = log_sum_exp(vectors, best.values[:, :1])
-    share = {"top_ids": best.indices.numpy(), "top_probs": (best.values - log_normaliser).exp().numpy()}
-    if target_id is not None:
-        target_logit = vectors[:, target_id : target_id + 1]
-        share["target_probs"] = (target_logit - log_normaliser).exp()[:, 0].numpy()
-        share["target_ranks"] = (count_above(vectors, target_logit) + 1).numpy()
-    return share
-
-
-def log_sum_exp(logits: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
-    """``logits.logsumexp(-1, keepdim=True)`` given each vector's largest logit ``top``, one vector at a time."""
-    flat, flat_top = logits.flatten(0, -2), top.flatten()
-    scratch = torch.empty_like(flat[0])
-    sums = torch.stack([torch.sub(vector, largest, out=scratch).exp_().sum() for vector, largest in zip(flat, flat_top)])
-    return (sums.log() + flat_top).view(top.shape)
-
-
-def count_above(logits: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
-    """How many logits of each vector exceed its ``threshold`` [..., 1], one vector at a time."""
-    counts = [torch.count_nonzero(vector > limit) for vector, limit in zip(logits.flatten(0, -2), threshold.flatten())]
-    return torch.stack(counts).view(threshold.shape[:-1])
 
 
 def joined_lens(parts: list[LogitLens]) -> LogitLens:

@@ -20,26 +20,17 @@ def unembed(loaded: LoadedModel, normed: torch.Tensor) -> torch.Tensor:
     return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
-def unembed_in_slices(loaded: LoadedModel, normed: torch.Tensor, slice_tokens: int | None,
-                      keep_reading=None) -> torch.Tensor | None:
-    """``unembed`` a slice of ``slice_tokens`` rows of lm_head at a time, the same products in lm_head's own dtype;
-    ``keep_reading`` is asked before each slice, and None is returned once it says False: a read nobody waits for
-    stops within a slice of a large unembedding rather than after all of it. With ``slice_tokens`` None, without
-    ``keep_reading``, or for a weight that is not in memory (a model spread by ``device="auto"``), lm_head reads it
-    whole, ``keep_reading`` asked once before: the slices' products are the same values, and writing them into one
-    table costs a copy of it."""
+def unembed_slice(loaded: LoadedModel, normed: torch.Tensor, tokens: slice) -> torch.Tensor:
+    """``unembed``'s logits for the vocabulary entries ``tokens`` alone: those rows of lm_head, in its own dtype, then
+    the softcap. A weight that is not in memory (a model spread by ``device="auto"``) is read whole by lm_head and
+    then sliced."""
     lm_head = loaded.module("lm_head")
     weight, bias = lm_head.weight, getattr(lm_head, "bias", None)
-    if slice_tokens is None or keep_reading is None or weight.device.type == "meta":
-        return None if keep_reading is not None and not keep_reading() else unembed(loaded, normed)
-    logits = torch.empty(*normed.shape[:-1], len(weight), dtype=weight.dtype, device=weight.device)
+    if weight.device.type == "meta":
+        return unembed(loaded, normed)[..., tokens]
     with torch.autocast(normed.device.type, enabled=False):
         inputs = normed.to(device=weight.device, dtype=weight.dtype)
-        for start in range(0, len(weight), slice_tokens):
-            if not keep_reading():
-                return None
-            part = slice(start, start + slice_tokens)
-            logits[..., part] = torch.nn.functional.linear(inputs, weight[part], None if bias is None else bias[part])
+        logits = torch.nn.functional.linear(inputs, weight[tokens], None if bias is None else bias[tokens])
     cap = logit_softcap(loaded)
     return logits if cap is None else torch.tanh(logits / cap) * cap
 

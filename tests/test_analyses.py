@@ -13,6 +13,8 @@ from model_backend import (capture_run, detect_sinks, direct_logit_attribution, 
                            logit_lens, residual_norms, scaling_sweep, token_across_layers, tokens_within_layer)
 from model_backend import lens as lens_module
 from model_backend.attribution import readout_direction
+from model_backend.boundaries import residual_boundaries
+from model_backend.readout import unembed
 from model_backend.norms import attention_share_received, median_where, value_norm_ratios
 
 TARGET = 6342  # " Paris"
@@ -31,6 +33,21 @@ def test_logit_lens_last_row_is_the_models_logits(loaded, run):
     assert "final norm" in lens.row_labels[-1] and lens.row_labels[0] == "embeddings"
 
 
+def test_every_lens_row_is_its_boundarys_softmax_though_read_a_vocabulary_slice_at_a_time(loaded, run):
+    lens = logit_lens(loaded, run, k=5, target_id=TARGET)
+    assert len(lens_module.vocabulary_slices(loaded, TARGET)) > 1
+    for row, (_, name) in enumerate(residual_boundaries(run)[:-1]):
+        with torch.no_grad():
+            logits = unembed(loaded, loaded.module("final_norm")(torch.from_numpy(run[name])[None]))[0]
+        probabilities = logits.softmax(-1)
+        np.testing.assert_allclose(lens.top_probs[row], probabilities.topk(5).values, rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(lens.target_probs[row], probabilities[:, TARGET], rtol=1e-5, atol=1e-8)
+        target = logits[:, TARGET : TARGET + 1]
+        ties = ((logits - target).abs() < 1e-4).sum(-1) - 1  # logits a product's rounding may put either side
+        rank_difference = np.abs(lens.target_ranks[row] - ((logits > target).sum(-1) + 1).numpy())
+        assert (rank_difference <= ties.numpy()).all()
+
+
 def test_logit_lens_rows_read_through_the_final_norm(gpt2):
     run = capture_run(gpt2, PROMPT, bos=True)
     lens = logit_lens(gpt2, run, k=3)
@@ -41,8 +58,7 @@ def test_logit_lens_rows_read_through_the_final_norm(gpt2):
 
 
 def test_a_lens_read_that_gives_way_stops_before_its_next_slice_of_the_unembedding(gpt2, monkeypatch):
-    monkeypatch.setattr(lens_module, "LOGITS_PER_MATMUL", 1)  # one boundary per lm_head call
-    monkeypatch.setattr(lens_module, "LOGIT_ROWS_PER_MATMUL", 1)
+    monkeypatch.setattr(lens_module, "LOGIT_ROWS_PER_GROUP", 1)  # one boundary per group
     monkeypatch.setattr(lens_module, "VOCABULARY_SLICE", gpt2.config.vocab_size // 2 + 1)  # two slices a boundary
     run, asked = capture_run(gpt2, PROMPT, bos=True), []
 
@@ -59,9 +75,8 @@ def test_a_lens_read_that_gives_way_stops_before_its_next_slice_of_the_unembeddi
 
 def test_boundaries_read_together_give_the_same_lens(loaded, run, monkeypatch):
     together = logit_lens(loaded, run, k=5, target_id=TARGET)
-    assert len(lens_module.boundary_groups(loaded.n_layers + 1, run.seq_len, loaded.config.vocab_size)) == 2
-    monkeypatch.setattr(lens_module, "LOGITS_PER_MATMUL", 1)
-    monkeypatch.setattr(lens_module, "LOGIT_ROWS_PER_MATMUL", 1)
+    assert len(lens_module.boundary_groups(loaded.n_layers + 1, run.seq_len)) == 2
+    monkeypatch.setattr(lens_module, "LOGIT_ROWS_PER_GROUP", 1)
     alone = logit_lens(loaded, run, k=5, target_id=TARGET)
     np.testing.assert_array_equal(together.top_ids, alone.top_ids)
     np.testing.assert_allclose(together.top_probs, alone.top_probs, rtol=1e-5, atol=1e-7)
