@@ -19,7 +19,7 @@ from conftest import PROMPT, run_coroutine
 
 from model_backend import capture_run
 from model_backend.interventions import scaled_logprob
-from viz_app.model_work import ALL_CORES, in_model_thread, stop_giving_way
+from viz_app.model_work import ALL_CORES, in_model_thread, on_one_core, stop_giving_way
 
 OTHER_PROMPT = "A rather longer prompt, so that the two passes differ in length as well as in tokens"
 MEET_SECONDS = 30
@@ -126,3 +126,41 @@ def test_a_job_that_gave_way_takes_every_core_once_waited_for_and_counts_against
         return await first, beside
 
     assert run_coroutine(waited_for_then_another()) == ((1, ALL_CORES), 1)
+
+
+@pytest.mark.skipif(ALL_CORES < 2, reason="one core: one model thread")
+def test_only_the_wide_model_thread_computes_on_several_cores_and_work_that_gives_way_keeps_no_job_from_it():
+    started, release = threading.Event(), threading.Event()
+
+    def giving_way_until_released() -> str:
+        started.set()
+        release.wait(MEET_SECONDS)
+        return threading.current_thread().name
+
+    def thread_and_cores() -> tuple[str, int]:
+        return threading.current_thread().name, torch.get_num_threads()
+
+    async def a_job_while_work_gives_way_then_two_jobs():
+        giving_way = asyncio.ensure_future(in_model_thread(giving_way_until_released, gives_way=True))
+        await asyncio.to_thread(started.wait, MEET_SECONDS)
+        waiting = asyncio.ensure_future(in_model_thread(thread_and_cores))  # queued behind it, in the same thread
+        await asyncio.sleep(0.05)
+        release.set()
+        first = await giving_way, await waiting
+        meeting = threading.Barrier(2, timeout=MEET_SECONDS)
+
+        def met() -> tuple[str, int]:
+            meeting.wait()
+            return thread_and_cores()
+
+        return first, await asyncio.gather(in_model_thread(met), in_model_thread(met))
+
+    (gave_way_in, (queued_in, queued_cores)), side_by_side = run_coroutine(a_job_while_work_gives_way_then_two_jobs())
+    assert queued_in == gave_way_in and queued_cores == ALL_CORES
+    assert [cores for _, cores in side_by_side] == [1, 1]
+    assert len({name for name, _ in side_by_side}) == 2
+
+
+def test_torch_work_outside_the_model_threads_runs_on_one_core():
+    with ThreadPoolExecutor(max_workers=1) as elsewhere:
+        assert elsewhere.submit(on_one_core, torch.get_num_threads).result() == 1

@@ -12,7 +12,7 @@ from conftest import run_coroutine
 
 from model_backend import capture_run
 from viz_app import run_batches
-from viz_app.model_work import MODEL_THREADS, in_model_thread
+from viz_app.model_work import BESIDE_THREAD, MODEL_THREAD_COUNT, WIDE_THREAD, in_model_thread
 
 PROMPTS = ("The capital of France is Paris, and the capital of Italy is", "Short one", "A prompt of middle length")
 
@@ -31,7 +31,7 @@ def test_runs_asked_while_the_threads_are_busy_share_one_pass_and_each_gets_its_
     release = threading.Event()
 
     async def class_presses_run():
-        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREADS._max_workers)]
+        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREAD_COUNT)]
         await asyncio.sleep(0.1)  # every model thread is taken
         asked = [asyncio.ensure_future(run_batches.analysed_together(gpt2, prompt, True)) for prompt in PROMPTS]
         await asyncio.sleep(0.1)
@@ -100,7 +100,7 @@ def test_a_batch_done_is_handed_out_while_the_next_one_computes(gpt2, monkeypatc
     short, long = ["Short one", "Short two"], [" ".join(["word"] * 40), " ".join(["word"] * 41)]
 
     async def class_presses_run():
-        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREADS._max_workers)]
+        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREAD_COUNT)]
         await asyncio.sleep(0.1)
         asked = [asyncio.ensure_future(arrival_time(prompt)) for prompt in short + long]
         await asyncio.sleep(0.1)
@@ -120,7 +120,7 @@ def test_a_collector_left_on_a_loop_that_stopped_running_holds_up_no_run_on_anot
     """After a browser test, pytest-playwright leaves an event loop marked running that nothing spins: a collector
     started there never ends, and once held every later run of the same model."""
     release = threading.Event()
-    busy = [MODEL_THREADS.submit(release.wait) for _ in range(MODEL_THREADS._max_workers)]
+    busy = [thread.submit(release.wait) for thread in (WIDE_THREAD, BESIDE_THREAD) if thread is not None]
     stopped = asyncio.new_event_loop()
     try:
         stranded = in_a_thread(lambda: stopped.create_task(run_batches.analysed_together(gpt2, PROMPTS[1], True)))
@@ -158,7 +158,7 @@ def test_a_run_asked_while_a_batch_computes_joins_the_batches_not_yet_run(gpt2, 
     prompts = ["Short one", "Short two", " ".join(["word"] * 40), " ".join(["word"] * 41)]
 
     async def a_late_student():
-        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREADS._max_workers)]
+        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREAD_COUNT)]
         await asyncio.sleep(0.1)
         asked = [asyncio.ensure_future(run_batches.analysed_together(gpt2, prompt, True)) for prompt in prompts]
         await asyncio.sleep(0.1)

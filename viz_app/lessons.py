@@ -13,6 +13,7 @@ from model_backend import capture_run, detect_sinks
 from model_backend.tokens import next_token_probabilities, token_strings
 
 from .failures import report_failure
+from .model_work import in_model_thread
 
 LESSON_TABS = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution",
                "Intervention", "Patching")
@@ -100,7 +101,7 @@ class LessonGuide:
         if step == 0 or run is None or loaded is None:
             return
         other_run, other_sinks = await self.other_bos_pass(loaded, run) if step == 2 else (None, None)
-        prediction, probability, vocabulary = await asyncio.to_thread(prediction_of, loaded, run)
+        prediction, probability, vocabulary = await in_model_thread(prediction_of, loaded, run)
         inputs = LessonInputs(run, state.sinks, prediction, probability, vocabulary, state.layer,
                               other_bos_run=other_run, other_bos_sinks=other_sinks, lens=state.lens,
                               target=state.target_match.followed.labels[0] if state.target_match else state.target,

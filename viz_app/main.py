@@ -10,6 +10,8 @@ from panel.io.resources import LOCAL_DIST
 
 from layouts.state import ExplorerState
 from viz_app.background import BackgroundTasks
+from viz_app.held_collections import hold_collections_in_this_server
+from viz_app.model_work import compute_on_one_core_in_this_thread
 from viz_app.page import explorer_page, serve_page
 from viz_app.settings import configured_models
 from viz_app.startup import DeferredSession, load_models_beyond_gc, starting_up
@@ -44,6 +46,8 @@ def hand_the_interpreter_to_passes_sooner() -> None:
 
 
 hand_the_interpreter_to_passes_sooner()
+compute_on_one_core_in_this_thread()  # the wide model thread alone computes on several cores (model_work.py)
+hold_collections_in_this_server()
 send_every_queued_patch()
 serve_styles_from_here(pn.state.curdoc)
 logging.getLogger("viz_app").setLevel(logging.INFO)  # the server log notes what each page's session does, as Bokeh's

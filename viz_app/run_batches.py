@@ -23,6 +23,7 @@ from model_backend import LoadedModel, capture_batch
 from model_backend.tokens import encode_prompt
 
 from .analysis import Analysis, analysis_of
+from .held_collections import hold, release_when_idle
 from .model_work import in_model_thread
 from .prompt_limits import check_page_token_limit
 
@@ -61,28 +62,37 @@ async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool, typed_t
         first = key not in _collecting  # else the running collector takes this run in its next job
         _collecting.add(key)
     if first:
-        job = asyncio.ensure_future(collect(loaded, key))
-        _jobs.add(job)
-        job.add_done_callback(_jobs.discard)
+        keep_until_done(asyncio.ensure_future(collect(loaded, key)))
     return await asyncio.wrap_future(asked.analysis)
 
 
 async def collect(loaded: LoadedModel, key: tuple[int, int]) -> None:
     """Jobs that take the runs waiting for ``loaded`` until none is left. A job's last batch hears its outcomes
     once the job has ended, so that a lone run's session, going on from its run, finds the model threads idle
-    (``models_idle``: the lens reads ahead then)."""
-    while True:
-        try:
-            outcomes = await in_model_thread(analyse_waiting, loaded, key, deliver)
-        except BaseException:
+    (``models_idle``: the lens reads ahead then). Python's automatic collections wait meanwhile
+    (``held_collections.py``)."""
+    hold()
+    try:
+        while True:
+            try:
+                outcomes = await in_model_thread(analyse_waiting, loaded, key, deliver)
+            except BaseException:
+                with _asking:
+                    _collecting.discard(key)  # the next run asked starts a collector again
+                raise
+            deliver(outcomes)
             with _asking:
-                _collecting.discard(key)  # the next run asked starts a collector again
-            raise
-        deliver(outcomes)
-        with _asking:
-            if not _waiting.get(key):
-                _collecting.discard(key)
-                return
+                if not _waiting.get(key):
+                    _collecting.discard(key)
+                    return
+    finally:
+        keep_until_done(asyncio.ensure_future(release_when_idle()))
+
+
+def keep_until_done(job: asyncio.Future) -> None:
+    """Keep a scheduled job referenced until it ends (the event loop holds only weak references to tasks)."""
+    _jobs.add(job)
+    job.add_done_callback(_jobs.discard)
 
 
 def deliver(outcomes: list[tuple[AskedRun, Analysis | Exception]]) -> None:

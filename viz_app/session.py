@@ -45,6 +45,7 @@ from .failures import report_failure
 from .lens_reading import LensReader
 from .lessons import LessonGuide
 from .model_names import outcome_rows, source_label
+from .model_work import on_one_core
 from .models import ModelOutcome, loading_progress, shared_model
 from .jobs import Job, SessionJobs
 from .npz_download import remove_npz
@@ -105,7 +106,7 @@ class ExplorerSession:
     async def load_showing_progress(self, source: str) -> ModelOutcome:
         """The shared outcome of loading ``source``, while the page says what its load is doing (a first preparation
         downloads and dequantizes for half a minute; every page waiting on it sees the same steps)."""
-        loading = asyncio.ensure_future(asyncio.to_thread(shared_model, source))
+        loading = asyncio.ensure_future(asyncio.to_thread(on_one_core, shared_model, source))
         while not loading.done():
             self.publisher.update(busy=loading_progress(source) or f"Loading {source_label(source)}…")
             await asyncio.wait([loading], timeout=LOAD_PROGRESS_SECONDS)
