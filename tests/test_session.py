@@ -171,10 +171,17 @@ def test_no_lens_is_read_ahead_while_other_work_wants_the_model_threads(controll
     assert controller.lens.ahead is None and reads == []
 
 
+class OtherPagesWork:
+    """Whether other pages' jobs want the model threads, as the lens reader sees it; a test sets ``wait``."""
+
+    def __init__(self, monkeypatch):
+        self.wait = False
+        monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not self.wait)
+        monkeypatch.setattr(lens_module, "models_idle", lambda: not self.wait)
+
+
 def test_a_lens_read_ahead_gives_way_to_other_pages_work_and_reads_again_once_they_are_done(controller, monkeypatch):
-    others_wait = False
-    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
-    monkeypatch.setattr(lens_module, "models_idle", lambda: not others_wait)
+    others = OtherPagesWork(monkeypatch)
     reads, gave_way = counted_lens_reads(monkeypatch), []
     read_ahead = lens_module.logit_lens
 
@@ -186,12 +193,11 @@ def test_a_lens_read_ahead_gives_way_to_other_pages_work_and_reads_again_once_th
     monkeypatch.setattr(lens_module, "logit_lens", noting_when_it_gave_way)
 
     async def run_while_others_wait_then_not():
-        nonlocal others_wait
         await controller.run_prompt()
-        others_wait = True  # before the read ahead's first slice: it gives way, then waits
+        others.wait = True  # before the read ahead's first slice: it gives way, then waits
         while not gave_way:
             await asyncio.sleep(0.01)
-        others_wait = False
+        others.wait = False
         part = await controller.lens.ahead.part
         await controller.lens.read()
         return part
@@ -203,19 +209,16 @@ def test_a_lens_read_ahead_gives_way_to_other_pages_work_and_reads_again_once_th
 
 
 def test_a_lens_read_ahead_that_gave_way_stops_once_a_new_run_is_shown(controller, monkeypatch):
-    others_wait = False
-    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
-    monkeypatch.setattr(lens_module, "models_idle", lambda: not others_wait)
+    others = OtherPagesWork(monkeypatch)
     reads = counted_lens_reads(monkeypatch)
 
     async def run_while_others_wait_then_run_again():
-        nonlocal others_wait
         await controller.run_prompt()
-        ahead, others_wait = controller.lens.ahead, True
+        ahead, others.wait = controller.lens.ahead, True
         while not reads:
             await asyncio.sleep(0.01)
         await controller.run_prompt()  # others still wait: the new run reads nothing ahead
-        others_wait = False
+        others.wait = False
         return await ahead.part
 
     assert run_coroutine(run_while_others_wait_then_run_again()) is None
@@ -223,21 +226,18 @@ def test_a_lens_read_ahead_that_gave_way_stops_once_a_new_run_is_shown(controlle
 
 
 def test_a_lens_read_ahead_asked_for_goes_on_while_other_pages_work(controller, monkeypatch):
-    others_wait = False
-    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: not others_wait)
-    monkeypatch.setattr(lens_module, "models_idle", lambda: not others_wait)
+    others = OtherPagesWork(monkeypatch)
     reads = counted_lens_reads(monkeypatch)
 
     async def run_then_lens_then_others_wait():
-        nonlocal others_wait
         await controller.run_prompt()
         ahead = controller.lens.ahead
         lens = asyncio.create_task(controller.lens.read())
         while not ahead.asked_for.is_set():
             await asyncio.sleep(0)
-        others_wait = True
+        others.wait = True
         part = await ahead.part
-        others_wait = False
+        others.wait = False
         await lens
         return part
 
