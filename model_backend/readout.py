@@ -13,11 +13,15 @@ def logit_softcap(loaded: LoadedModel) -> float | None:
     return None if attribute is None else getattr(loaded.config, attribute, None)
 
 
-def unembed(loaded: LoadedModel, normed: torch.Tensor) -> torch.Tensor:
-    """The logits the model returns for a stream already through the final norm: lm_head, then the softcap."""
-    logits = loaded.module("lm_head")(normed)
+def softcapped(loaded: LoadedModel, logits: torch.Tensor) -> torch.Tensor:
+    """lm_head's output as the model returns it: through the family's logit softcap, where it has one."""
     cap = logit_softcap(loaded)
     return logits if cap is None else torch.tanh(logits / cap) * cap
+
+
+def unembed(loaded: LoadedModel, normed: torch.Tensor) -> torch.Tensor:
+    """The logits the model returns for a stream already through the final norm: lm_head, then the softcap."""
+    return softcapped(loaded, loaded.module("lm_head")(normed))
 
 
 def unembed_slice(loaded: LoadedModel, normed: torch.Tensor, tokens: slice) -> torch.Tensor:
@@ -31,8 +35,7 @@ def unembed_slice(loaded: LoadedModel, normed: torch.Tensor, tokens: slice) -> t
     with torch.autocast(normed.device.type, enabled=False):
         inputs = normed.to(device=weight.device, dtype=weight.dtype)
         logits = torch.nn.functional.linear(inputs, weight[tokens], None if bias is None else bias[tokens])
-    cap = logit_softcap(loaded)
-    return logits if cap is None else torch.tanh(logits / cap) * cap
+    return softcapped(loaded, logits)
 
 
 def token_logits(loaded: LoadedModel, normed: torch.Tensor, token_ids: list[int]) -> torch.Tensor:
@@ -44,8 +47,7 @@ def token_logits(loaded: LoadedModel, normed: torch.Tensor, token_ids: list[int]
     bias = None if getattr(lm_head, "bias", None) is None else lm_head.bias[ids].float()
     with torch.autocast(normed.device.type, enabled=False):
         logits = torch.nn.functional.linear(normed.float(), lm_head.weight[ids].float(), bias)
-    cap = logit_softcap(loaded)
-    return logits if cap is None else torch.tanh(logits / cap) * cap
+    return softcapped(loaded, logits)
 
 
 def norm_gain(loaded: LoadedModel, norm: torch.nn.Module) -> torch.Tensor:

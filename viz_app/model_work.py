@@ -43,7 +43,7 @@ _this_job = threading.local()  # the future of the job a model thread runs, and 
 def on_one_core(function, *args, **kwargs):
     """``function(*args, **kwargs)`` with this thread's torch operations on one core: for torch work outside the
     model threads (a model's load), which must not start a team of OpenMP workers of its own."""
-    torch.set_num_threads(1)
+    compute_on_one_core_in_this_thread()
     return function(*args, **kwargs)
 
 
