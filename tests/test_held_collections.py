@@ -68,6 +68,26 @@ def test_a_hold_kept_too_long_collects_while_runs_go_on(in_a_server, monkeypatch
     assert gc.isenabled()
 
 
+def test_two_releases_waiting_at_once_end_the_hold_once(in_a_server, monkeypatch):
+    idle_answers, collected = [], []  # the model threads are idle once, then busy again (another class comes)
+    monkeypatch.setattr(held_collections, "IDLE_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(held_collections, "models_idle", lambda: idle_answers.pop() if idle_answers else False)
+    monkeypatch.setattr(held_collections.gc, "collect", lambda: collected.append(True))
+
+    async def a_class_then_another_while_the_first_release_waits():
+        held_collections.hold()
+        first = asyncio.ensure_future(held_collections.release_when_idle())
+        await asyncio.sleep(0.03)  # between two of the first release's checks
+        held_collections.hold()
+        second = asyncio.ensure_future(held_collections.release_when_idle())
+        await asyncio.sleep(0.05)
+        idle_answers.append(True)
+        await asyncio.wait_for(asyncio.gather(first, second), timeout=5)
+
+    run_coroutine(a_class_then_another_while_the_first_release_waits())
+    assert gc.isenabled() and collected == [True]
+
+
 def test_outside_a_server_nothing_is_held():
     held_collections.hold()
     assert gc.isenabled()

@@ -51,7 +51,9 @@ async def release_when_idle() -> None:
     _held["holders"] -= 1
     while _held["holders"] == 0 and _held["since"] is not None:
         await asyncio.sleep(IDLE_CHECK_SECONDS)
-        if _held["holders"] == 0 and (models_idle() or time.monotonic() - _held["since"] > HELD_AT_MOST_SECONDS):
+        since = _held["since"]  # another release may have ended the hold meanwhile
+        if since is not None and _held["holders"] == 0 and (models_idle()
+                                                            or time.monotonic() - since > HELD_AT_MOST_SECONDS):
             _held["since"] = None
             gc.collect()
             gc.enable()
