@@ -73,11 +73,27 @@ def published_lenses(controller) -> list[list[int]]:
     return published
 
 
-def test_the_lens_is_published_chunk_by_chunk_until_every_position_is_read(controller):
+def test_the_lens_publishes_what_the_grid_shows_at_once_and_the_positions_off_screen_once_all_are_read(controller):
     published = published_lenses(controller)
     run_coroutine(controller.lens.read())
+    assert published == [OPENS, list(range(40))]
+
+
+def test_positions_read_off_screen_are_published_once_a_drag_shows_them(controller, monkeypatch):
+    published, reads = published_lenses(controller), counted_lens_reads(monkeypatch)
+
+    async def drag_onto_a_chunk_read_and_held():
+        lens = asyncio.create_task(controller.lens.read())
+        while len(reads) < 2:  # the first chunk off screen is read (and held), the second is being read
+            await asyncio.sleep(0.01)
+        held = list(published)
+        controller.state.lens_window = (OFF_SCREEN[0][0], OFF_SCREEN[0][2])
+        await lens
+        return held
+
+    assert run_coroutine(drag_onto_a_chunk_read_and_held()) == [OPENS]
+    assert reads == OFF_SCREEN
     assert published == [OPENS, OFF_SCREEN[0] + OPENS, list(range(40))]
-    assert published[-1] == list(range(40))
 
 
 def test_the_lens_reads_where_the_grid_was_dragged_first(controller):
@@ -85,10 +101,7 @@ def test_the_lens_reads_where_the_grid_was_dragged_first(controller):
     published = published_lenses(controller)
     controller.state.lens_window = (0, 4)
     run_coroutine(controller.lens.read())
-    rest = LENS_CHUNK_POSITIONS - LENS_MARGIN_POSITIONS
-    assert published[:3] == [OPENS, list(range(5)) + OPENS,
-                             list(range(5 + LENS_MARGIN_POSITIONS)) + list(range(OPENS[0] - rest, 40))]
-    assert published[-1] == list(range(40))
+    assert published == [list(range(5)), list(range(40))]  # what was read ahead is not shown until the end
 
 
 def test_the_lens_reads_off_screen_positions_only_while_no_run_waits_but_a_drag_at_once(controller, monkeypatch):
@@ -155,7 +168,7 @@ def test_a_run_reads_where_its_lens_opens_ahead_and_the_lens_uses_that_read(cont
 
     assert run_coroutine(run_then_lens_once_read_ahead()) == [OPENS]
     assert reads == [OPENS, *OFF_SCREEN]  # the opening positions once
-    assert published == [OPENS, OFF_SCREEN[0] + OPENS, list(range(40))]
+    assert published == [OPENS, list(range(40))]
     run, lens = controller.state.run, controller.state.lens
     target_id = controller.loaded.tokenizer.encode(controller.state.target)[0]
     alone = logit_lens(controller.loaded, run, k=LENS_TOP_K, target_id=target_id, positions=np.array(OPENS))
@@ -164,11 +177,41 @@ def test_a_run_reads_where_its_lens_opens_ahead_and_the_lens_uses_that_read(cont
         np.testing.assert_array_equal(read_ahead, read_alone)
 
 
-def test_no_lens_is_read_ahead_while_other_work_wants_the_model_threads(controller, monkeypatch):
-    monkeypatch.setattr(lens_module, "models_idle", lambda: False)
+def test_a_lens_read_ahead_waits_while_other_work_wants_the_model_threads(controller, monkeypatch):
+    others = OtherPagesWork(monkeypatch)
     reads = counted_lens_reads(monkeypatch)
-    run_coroutine(controller.run_prompt())
-    assert controller.lens.ahead is None and reads == []
+
+    async def run_while_others_work_then_not():
+        others.wait = True
+        await controller.run_prompt()
+        await asyncio.sleep(0.3)
+        read_while_others_worked = list(reads)
+        others.wait = False
+        return read_while_others_worked, await controller.lens.ahead.part
+
+    read_while_others_worked, part = run_coroutine(run_while_others_work_then_not())
+    assert read_while_others_worked == [] and reads == [OPENS] and part.positions.tolist() == OPENS
+
+
+def test_a_lens_read_ahead_that_gave_way_stops_once_a_new_run_is_shown_before_its_own_read_ahead(
+        controller, monkeypatch):
+    """A new run's read ahead starts once the browser has had time to draw it: the last run's must not take the
+    idle model threads before then."""
+    others = OtherPagesWork(monkeypatch)
+    reads = counted_lens_reads(monkeypatch)
+
+    async def run_while_others_wait_then_a_new_run_is_shown():
+        await controller.run_prompt()
+        ahead, others.wait = controller.lens.ahead, True
+        while not reads:
+            await asyncio.sleep(0.01)
+        monkeypatch.setattr(controller, "read_lens_ahead", lambda *args: None)  # not yet
+        await controller.run_prompt()
+        others.wait = False
+        return await ahead.part
+
+    assert run_coroutine(run_while_others_wait_then_a_new_run_is_shown()) is None
+    assert reads == [OPENS]
 
 
 class OtherPagesWork:
@@ -217,12 +260,13 @@ def test_a_lens_read_ahead_that_gave_way_stops_once_a_new_run_is_shown(controlle
         ahead, others.wait = controller.lens.ahead, True
         while not reads:
             await asyncio.sleep(0.01)
-        await controller.run_prompt()  # others still wait: the new run reads nothing ahead
+        await controller.run_prompt()  # others still wait: the new run's read ahead waits too
         others.wait = False
-        return await ahead.part
+        return await ahead.part, await controller.lens.ahead.part
 
-    assert run_coroutine(run_while_others_wait_then_run_again()) is None
-    assert reads == [OPENS] and controller.lens.ahead is None
+    old_part, new_part = run_coroutine(run_while_others_wait_then_run_again())
+    assert old_part is None and new_part is not None
+    assert reads == [OPENS, OPENS] and controller.lens.ahead.run is controller.state.run
 
 
 def test_a_lens_read_ahead_asked_for_goes_on_while_other_pages_work(controller, monkeypatch):
@@ -271,6 +315,24 @@ def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(con
                      list(range(3 + LENS_MARGIN_POSITIONS, OPENS[0] - rest))]
     assert published[:2] == [OPENS, dragged_to + OPENS]  # none from a chunk that gave way
     assert published[-1] == list(range(40)) and controller.state.message == ""
+
+
+def test_a_drag_onto_the_positions_a_chunk_is_reading_lets_it_go_on_instead_of_reading_them_again(
+        controller, monkeypatch):
+    published, reads, logit_lens_read = published_lenses(controller), [], lens_module.logit_lens
+    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: True)
+
+    def read_while_dragged_onto_it(*args, positions, keep_reading=None, **kwargs):
+        """A drag, during the first chunk read off screen, onto the first positions of that chunk."""
+        reads.append(positions.tolist())
+        if len(reads) == 1:
+            controller.state.lens_window = (OFF_SCREEN[0][0], OFF_SCREEN[0][2])
+        return logit_lens_read(*args, positions=positions, keep_reading=keep_reading, **kwargs)
+
+    monkeypatch.setattr(lens_module, "logit_lens", read_while_dragged_onto_it)
+    run_coroutine(controller.lens.read())
+    assert reads[0] == OFF_SCREEN[0] and reads.count(OFF_SCREEN[0]) == 1
+    assert published[1] == OFF_SCREEN[0] + OPENS and published[-1] == list(range(40))
 
 
 def test_a_lens_read_ahead_that_failed_is_read_again_where_failures_are_shown(controller, monkeypatch):
