@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from types import SimpleNamespace
 
 from layouts.state import ExplorerState
@@ -83,3 +85,26 @@ def test_a_job_that_makes_a_run_publishes_until_cancelled():
     jobs.start("run", None)
     making.publish(run=SECOND_RUN)
     assert jobs.publisher.state.run is FIRST_RUN
+
+
+class TickingDocument:
+    """A served document stand-in whose next-tick callbacks run on the event loop's next turn."""
+
+    session_context = object()
+
+    def add_next_tick_callback(self, callback) -> None:
+        asyncio.get_running_loop().call_soon(callback)
+
+
+def test_sent_waits_until_the_changes_are_applied_and_the_delay_after():
+    """A tab's passes wait so: the browser draws the tab's first figures before they take the cores."""
+    publisher = Publisher(ExplorerState(), TickingDocument())
+
+    async def publish_then_wait_until_sent():
+        publisher.update(message="drawn")
+        started = time.perf_counter()
+        await publisher.sent(delay=0.2)
+        return publisher.state.message, time.perf_counter() - started
+
+    message, waited = asyncio.run(publish_then_wait_until_sent())
+    assert message == "drawn" and waited >= 0.2

@@ -27,6 +27,8 @@ from layouts.tab_view import refresh_asked_views
 
 log = logging.getLogger(__name__)
 
+BROWSER_DRAWING_SECONDS = 0.2  # about how long a browser takes to draw a run of several hundred tokens, on two cores
+
 
 class Publisher:
     """Writes into one page's state under its document's lock, and keeps its busy line (one entry per job)."""
@@ -71,10 +73,11 @@ class Publisher:
             return
         self.apply(lambda: asyncio.get_running_loop().call_later(delay, work))
 
-    async def sent(self) -> None:
-        """Wait until the changes asked so far are applied and sent to the browser (``after_sent``)."""
+    async def sent(self, delay: float = 0.0) -> None:
+        """Wait until the changes asked so far are applied and sent to the browser, and ``delay`` seconds more
+        (``after_sent``)."""
         done = asyncio.get_running_loop().create_future()
-        self.after_sent(lambda: done.done() or done.set_result(None))
+        self.after_sent(lambda: done.done() or done.set_result(None), delay=delay)
         await done
 
     @contextmanager

@@ -49,14 +49,13 @@ from .model_work import on_one_core
 from .models import ModelOutcome, loading_progress, shared_model
 from .jobs import Job, SessionJobs
 from .npz_download import remove_npz
-from .publishing import Publisher
+from .publishing import BROWSER_DRAWING_SECONDS, Publisher
 from .run_batches import analysed_together
 from .session_worker import SessionWorker
 from .tab_jobs import TabJobs
 
 log = logging.getLogger(__name__)
 LOAD_PROGRESS_SECONDS = 0.5
-BROWSER_DRAWING_SECONDS = 0.2  # about how long a browser takes to draw a run of several hundred tokens, on two cores
 
 
 class ExplorerSession:

@@ -12,6 +12,7 @@ from .analysis import attribution_for
 from .failures import failure_message, report_failure
 from .model_work import in_model_thread
 from .npz_download import new_npz_path, npz_file_name, npz_link, remove_npz, serve_downloads, write_npz_file
+from .publishing import BROWSER_DRAWING_SECONDS
 
 
 class TabJobs:
@@ -54,7 +55,8 @@ class TabJobs:
             return
         alpha, scaled, vocabulary = state.alpha, [], run.vocab_size
         job.publish(sweep=ScalingSweep(target_id, "layer_output", alpha, clean, np.array(scaled), vocabulary))
-        await self.publisher.sent()  # the tab's first drawing of this run goes out before the passes take the cores
+        # the tab's first drawing of this run goes out, and the browser draws it, before the passes take the cores
+        await self.publisher.sent(delay=BROWSER_DRAWING_SECONDS)
         for layer in range(run.n_layers):
             point = await self.worker.run_if_current(job, f"Scaling block {layer}…", scaled_logprob, loaded, run,
                                                      target_id, layer, alpha=alpha)
