@@ -124,10 +124,10 @@ def target_plots() -> tuple:
 
 def readout_check(lens: LogitLens, seq_len: int) -> str:
     """The visible proof that the last row is the model's own output, or what the raw lens is instead, and how much
-    of the grid is read yet."""
+    of the grid is shown yet (positions read off screen are sent once the grid shows them or all are read)."""
     read = len(lens.positions)
-    progress = "" if read == seq_len else (f" Read so far: {read} of {seq_len} positions, those on screen first; "
-                                           "drag the grid and the positions it shows are read next.")
+    progress = "" if read == seq_len else (f" Shown so far: {read} of {seq_len} positions, those on screen first; "
+                                           "drag the grid and the positions it shows come next.")
     if lens.raw:
         return ("<p class='lens-check'>Raw lens: each boundary goes straight into lm_head, without the final norm, "
                 f"so the last row is <b>not</b> the model's output.{progress}</p>")
@@ -164,7 +164,7 @@ class LogitLensView(TabView):
         self.selected = pn.pane.HTML("<p>Hover or click a cell to see its top-k.</p>", name="lens_selected")
         self.targets = pn.Column(pn.pane.Bokeh(self.probability), pn.pane.Bokeh(self.rank), visible=False)
         self.download = csv_download(lambda: lens_table(self.state.run, self.state.lens, self.state.lens_tokens),
-                                     "logit_lens.csv", "Download the lens read so far as CSV")
+                                     "logit_lens.csv", "Download the lens shown so far as CSV")
         self.drawn: tuple = ((None, None), set())  # (run, (target, raw)) the cells belong to, their positions
 
     def show_selected(self, indices) -> None:
