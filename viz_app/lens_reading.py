@@ -1,5 +1,6 @@
 """A page's logit lens, read a chunk of positions at a time: which positions it reads next, the part read ahead
-after a run before the lens tab asks, and the reader that schedules both on the model threads."""
+after a run before the lens tab asks, the parts held until the grid shows them, and the reader that schedules the
+reads on the model threads."""
 
 from __future__ import annotations
 
