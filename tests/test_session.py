@@ -197,21 +197,31 @@ def test_a_lens_read_ahead_that_gave_way_stops_once_a_new_run_is_shown_before_it
         controller, monkeypatch):
     """A new run's read ahead starts once the browser has had time to draw it: the last run's must not take the
     idle model threads before then."""
-    others = OtherPagesWork(monkeypatch)
     reads = counted_lens_reads(monkeypatch)
 
     async def run_while_others_wait_then_a_new_run_is_shown():
-        await controller.run_prompt()
-        ahead, others.wait = controller.lens.ahead, True
-        while not reads:
-            await asyncio.sleep(0.01)
-        monkeypatch.setattr(controller, "read_lens_ahead", lambda *args: None)  # not yet
-        await controller.run_prompt()
-        others.wait = False
+        def new_run_not_yet_read_ahead():
+            monkeypatch.setattr(controller, "read_lens_ahead", lambda *args: None)
+
+        ahead = await read_ahead_gave_way_then_a_new_run(controller, OtherPagesWork(monkeypatch), reads,
+                                                         new_run_not_yet_read_ahead)
         return await ahead.part
 
     assert run_coroutine(run_while_others_wait_then_a_new_run_is_shown()) is None
     assert reads == [OPENS]
+
+
+async def read_ahead_gave_way_then_a_new_run(controller, others, reads, before_new_run=lambda: None):
+    """A run whose lens read ahead gives way to other pages' work, then a new run while they still work, then they
+    stop: the first run's read ahead."""
+    await controller.run_prompt()
+    ahead, others.wait = controller.lens.ahead, True
+    while not reads:
+        await asyncio.sleep(0.01)
+    before_new_run()
+    await controller.run_prompt()
+    others.wait = False
+    return ahead
 
 
 class OtherPagesWork:
@@ -252,16 +262,10 @@ def test_a_lens_read_ahead_gives_way_to_other_pages_work_and_reads_again_once_th
 
 
 def test_a_lens_read_ahead_that_gave_way_stops_once_a_new_run_is_shown(controller, monkeypatch):
-    others = OtherPagesWork(monkeypatch)
     reads = counted_lens_reads(monkeypatch)
 
-    async def run_while_others_wait_then_run_again():
-        await controller.run_prompt()
-        ahead, others.wait = controller.lens.ahead, True
-        while not reads:
-            await asyncio.sleep(0.01)
-        await controller.run_prompt()  # others still wait: the new run's read ahead waits too
-        others.wait = False
+    async def run_while_others_wait_then_run_again():  # the new run's read ahead waits while the others work
+        ahead = await read_ahead_gave_way_then_a_new_run(controller, OtherPagesWork(monkeypatch), reads)
         return await ahead.part, await controller.lens.ahead.part
 
     old_part, new_part = run_coroutine(run_while_others_wait_then_run_again())
