@@ -6,6 +6,8 @@ import asyncio
 import time
 from types import SimpleNamespace
 
+from conftest import run_coroutine
+
 from layouts.state import ExplorerState
 from viz_app.jobs import SessionJobs
 from viz_app.publishing import Publisher
@@ -106,5 +108,5 @@ def test_sent_waits_until_the_changes_are_applied_and_the_delay_after():
         await publisher.sent(delay=0.2)
         return publisher.state.message, time.perf_counter() - started
 
-    message, waited = asyncio.run(publish_then_wait_until_sent())
+    message, waited = run_coroutine(publish_then_wait_until_sent())
     assert message == "drawn" and waited >= 0.2
