@@ -106,5 +106,7 @@ class InterventionView(TabView):
         return pn.Column(
             pn.FlexBox(box,
                    pn.widgets.FloatSlider.from_param(self.state.param.alpha, width=300),
-                   pn.widgets.Button.from_param(self.state.param.sweep_requested, color="primary", width=200)),
+                   # no tooltip: at the row's right end it ran past the screen's edge, and the label says it all
+                   pn.widgets.Button.from_param(self.state.param.sweep_requested, color="primary", width=200,
+                                                description=None)),
             note, self.note, pn.pane.Bokeh(self.fig))

@@ -143,3 +143,9 @@ def test_alpha_zero_is_explained_on_the_intervention_figure_from_the_models_voca
     assert view.fig.y_range.start < -np.log(vocabulary) < view.fig.y_range.end
     shown = intervention_view(llama, run, alpha=0.5)
     assert not shown.fig.select(name="intervention_zero_note")[0].visible
+
+
+def test_the_scale_each_block_button_carries_no_tooltip_to_run_past_the_screens_right_edge():
+    view = InterventionView(ExplorerState())
+    button, = [widget for widget in view.layout().select(pn.widgets.Button) if widget.name == "Scale each block"]
+    assert button.description is None
