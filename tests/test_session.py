@@ -324,7 +324,7 @@ def test_a_chunk_read_off_screen_gives_way_to_a_drag_and_to_other_pages_work(con
 def test_a_drag_onto_the_positions_a_chunk_is_reading_lets_it_go_on_instead_of_reading_them_again(
         controller, monkeypatch):
     published, reads, logit_lens_read = published_lenses(controller), [], lens_module.logit_lens
-    monkeypatch.setattr(lens_module, "alone_in_model_threads", lambda: True)
+    OtherPagesWork(monkeypatch)  # none: the chunk is alone in the model threads
 
     def read_while_dragged_onto_it(*args, positions, keep_reading=None, **kwargs):
         """A drag, during the first chunk read off screen, onto the first positions of that chunk."""

@@ -101,11 +101,12 @@ class LensParts:
     def publish(self, window: tuple[int, int] | None, everything: bool = False) -> None:
         """Publish the parts published before and the held ones the grid shows (all of them with ``everything``);
         nothing when none of the held ones is shown."""
-        shown = [part for part in self.held if everything or shown_in(part, window, self.job.run.seq_len)]
+        shown, still_held = [], []
+        for part in self.held:
+            (shown if everything or shown_in(part, window, self.job.run.seq_len) else still_held).append(part)
         if not shown:
             return
-        self.held = [part for part in self.held if all(part is not other for other in shown)]
-        self.published += shown
+        self.held, self.published = still_held, self.published + shown
         lens = joined_lens(self.published)
         self.job.publish(lens=lens, lens_tokens=decoded(self.loaded, lens.top_ids), message="")
 
