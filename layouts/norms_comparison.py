@@ -20,6 +20,8 @@ from .style import show_ticks, spaced_ticks
 from .tab_view import TabView
 
 NOTHING = "nothing"
+SELECTOR_WIDTH = {False: 480, True: 400}  # label and box together, in pixels
+INLINE_LABEL = ":host .bk-input-group {flex-direction: row; align-items: center; gap: 0.5em}"
 
 
 @dataclass(frozen=True)
@@ -62,17 +64,28 @@ def show_norms(fig, image, marks, run: Run, sinks: SinkReport, norms: np.ndarray
     fig.title.text = heatmap_title(run, sinks)
 
 
+def comparison_selector(presenter: bool) -> pn.widgets.Select:
+    """The "compare with" selector, its label beside the box instead of above it, as wide as fits beside the tab's
+    other choices at 1024 pixels in presenter mode and at 1366 otherwise: it then takes no line of its own above the
+    heatmap (on a projector's first screen, a heatmap's rows). The list it opens shows each name whole."""
+    return pn.widgets.Select(label="compare with", options=[NOTHING], value=NOTHING,
+                             width=SELECTOR_WIDTH[presenter], stylesheets=[INLINE_LABEL])
+
+
 class NormsComparisonView(TabView):
     """A "compare with" selector; once a model is chosen and its run is in, both runs' norm heatmaps."""
 
     watches = ("run", "sinks", "comparison", "comparison_note", "compare", "compare_offered")
 
+    def __init__(self, state, **params):
+        self.selector = comparison_selector(state.presenter)  # made at once: it sits in the Norms tab's own row
+        super().__init__(state, **params)
+        self.selector.param.watch(lambda event: setattr(self.state, "compare", self.selector_choice(event.new)),
+                                  "value")
+
     def build(self) -> None:
         self.mapper = LinearColorMapper(palette=Viridis256, high_color="#ff00ff")
         self.figures = [compared_heatmap(f"comparison_heatmap_{i}", self.mapper) for i in range(2)]
-        self.selector = pn.widgets.Select(label="compare with", width=320)
-        self.selector.param.watch(lambda event: setattr(self.state, "compare", self.selector_choice(event.new)),
-                                  "value")
         self.note = pn.pane.HTML("", css_classes=["comparison-note"])
         self.heatmaps = pn.Column(*[pn.pane.Bokeh(fig) for fig, _, _ in self.figures], visible=False,
                                   sizing_mode="stretch_width")
@@ -100,4 +113,5 @@ class NormsComparisonView(TabView):
             show_norms(fig, image, marks, run, sinks, matrix)
 
     def layout(self):
-        return pn.Column(self.selector, self.note, self.heatmaps, sizing_mode="stretch_width")
+        """The note and the heatmaps; the selector is in the Norms tab's row of choices."""
+        return pn.Column(self.note, self.heatmaps, sizing_mode="stretch_width")

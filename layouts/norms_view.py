@@ -159,5 +159,6 @@ class NormsView(TabView):
 
     def layout(self):
         return pn.Column(pn.FlexBox(pn.widgets.Checkbox.from_param(self.param.log_scale),
-                                pn.widgets.Checkbox.from_param(self.param.skip_first_in_colors)),
+                                pn.widgets.Checkbox.from_param(self.param.skip_first_in_colors),
+                                self.comparison.selector, align_items="center"),
                          self.summary, self.comparison, self.heatmap_pane, self.lines_pane, self.download)

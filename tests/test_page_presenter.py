@@ -14,7 +14,7 @@ from test_page import ARTIFACTS, PROMPT, n_tokens_of
 from test_page_fit import open_presenting
 from test_page_lessons import HIGHLIGHT, STEP_FIGURES, STEP_SECONDS
 
-from page_driving.locators import FIGURES_BY_TAB, PROMPT_BOX
+from page_driving.locators import FIGURES_BY_TAB, NORMS_TAB, PROMPT_BOX
 from page_driving.sync_steps import click_part, show_tab, wait_until_settled
 
 PRESENTER_PX = 20
@@ -253,6 +253,23 @@ def test_every_tab_is_readable_from_the_back_row(presenter_page, tiny_model):
     expect(page.locator(PROMPT_BOX)).to_be_visible()
     page.wait_for_timeout(500)
     assert not (small := page.evaluate(SMALL_DOM_TEXT, PRESENTER_PX)), small
+
+
+def test_the_compare_with_selector_sits_beside_the_norms_checkboxes_with_its_label_beside_its_box(presenter_page,
+                                                                                                  tiny_model):
+    """On a projector's first screen every line above the norms heatmap costs its rows: the selector takes none of
+    its own, and its label none above it."""
+    page = presenter_page
+    show_tab(page, NORMS_TAB, n_tokens_of(tiny_model, PROMPT))
+    wait_until_settled(page)
+    checkbox = page.get_by_text("log scale").bounding_box()
+    label = page.get_by_text("compare with", exact=True).bounding_box()
+    box = page.locator("select:has(option[value='nothing'])").bounding_box()
+    middle = checkbox["y"] + checkbox["height"] / 2
+    assert box["y"] <= middle <= box["y"] + box["height"], (checkbox, box)
+    assert label["x"] + label["width"] <= box["x"] and label["y"] <= middle <= label["y"] + label["height"], (label,
+                                                                                                             box)
+    assert box["x"] + box["width"] <= PROJECTOR["width"], box
 
 
 def test_every_lesson_step_fits_one_screen_and_covers_nothing(presenter_page):
