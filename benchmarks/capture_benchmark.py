@@ -6,7 +6,8 @@ as pretrained ones. ``--shape llama-1b`` measures instead a random-init Llama of
 disk, no load probe), one call per method, and prints the peak next to the model's own size. Prompts of 32, 256
 and 1024 tokens, torch on 2 threads. Time is the median of several calls
 after a warm-up, as a ratio to the plain forward in the page's own compute (``plain_forward.py``), the methods taking
-turns in one process; the float32 plain forward is a row of its own, for reference. Memory is the
+turns in one process, each computing the logits at the last position only, as the capture does; the float32 plain
+forward is a row of its own, for reference. Memory is the
 resident-set growth sampled during one call, each in a fresh process started with MALLOC_MMAP_THRESHOLD_=65536 so
 freed memory cannot hide the peak.
 
@@ -65,7 +66,8 @@ def prompt_ids(length: int) -> list[int]:
 
 def call_for(method: str, loaded, ids: list[int]):
     """A no-argument function that runs ``method`` once in the model's compute and returns what it keeps (an
-    accelerator's queued work done)."""
+    accelerator's queued work done). Every method computes the logits at the last position only, as the capture
+    does."""
     from model_backend import capture_token_ids
 
     tensor = torch.tensor([ids], device=loaded.model.device)
@@ -73,9 +75,9 @@ def call_for(method: str, loaded, ids: list[int]):
     def call():
         with loaded.computing():
             if method in ("plain forward", "float32 plain forward"):
-                kept = loaded.model(input_ids=tensor, use_cache=False)
+                kept = loaded.model(input_ids=tensor, use_cache=False, logits_to_keep=1)
             elif method == "transformers output flags":
-                kept = loaded.model(input_ids=tensor, use_cache=False, output_hidden_states=True,
+                kept = loaded.model(input_ids=tensor, use_cache=False, logits_to_keep=1, output_hidden_states=True,
                                     output_attentions=True)
             else:
                 kept = capture_token_ids(loaded, ids)

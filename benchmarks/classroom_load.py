@@ -7,7 +7,8 @@ tokens and pinned card and nothing of another's. Targets at 30 sessions: p95 <= 
 SmolLM2-135M-Instruct, <= 6 s on the GPT-2-small shape. Exits with 1 when a session showed something not its own
 or the server logged a traceback.
 For reference it first prints the compute floor: the sessions' prompts through the plain forward one by one, in the
-page's own compute (precision and eager attention, ``plain_forward.py``) and in float32 eager; and the class's own
+page's own compute (precision and eager attention, logits at the last position: ``plain_forward.py``), with every
+position's logits, and in float32 eager; and the class's own
 floor, its runs captured in the batches the server cuts them into when they all wait together
 (``viz_app/run_batches.py``), in this process: the p95 is also printed as a multiple of that, which reads the same
 on a machine whose matmuls are faster or slower.
@@ -74,9 +75,10 @@ def print_compute_floor(source: str, folder: Path, plans, repeats: int = 3) -> f
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     token_lists = [token_ids(tokenizer, plan.prompt) for plan in plans]
-    compute, same, float32 = forward_seconds(source, token_lists, repeats)
+    compute, same, every_logit, float32 = forward_seconds(source, token_lists, repeats)
     print(f"compute floor, the {len(plans)} prompts one by one through the plain forward: {sum(same):.2f} s in "
-          f"{compute} (the page's), {sum(float32):.2f} s in float32 eager", flush=True)
+          f"{compute} (the page's; logits at the last position, as a run reads them); with every position's logits "
+          f"{sum(every_logit):.2f} s, and {sum(float32):.2f} s in float32 eager", flush=True)
     cut = batches([(None, ids) for ids in token_lists])
     floor = batched_capture_seconds(load_model(source, **page_compute()), [[ids for _, ids in batch] for batch in cut],
                                     repeats)

@@ -8,9 +8,10 @@ A GPT-2-small-shaped random model (12 x 768, 12 heads, GPT-2's tokenizer, 1024 p
   a click on each other tab -> its figures drawn for that run;
 - a first visit to a fresh server: goto -> the page shell (status line shown, noting whether it said it was
   loading), and goto -> the first figure drawn (the block diagram of the default prompt), with and without --warm.
-The plain forward is ``model(input_ids)`` in this process, loaded as the page loads it (its precision and eager
-attention: ``plain_forward.py``), same prompt, same torch thread count as the server, so the page's overhead reads
-as a ratio; the float32 eager forward is printed beside it for reference.
+The plain forward is ``model(input_ids, logits_to_keep=1)`` in this process, loaded as the page loads it (its
+precision and eager attention, the last position's logits as a run reads them: ``plain_forward.py``), same prompt,
+same torch thread count as the server, so the page's overhead reads as a ratio; ``model(input_ids)`` (every
+position's logits) and the float32 eager forward are printed beside it for reference.
 
     python benchmarks/page_benchmark.py [--lengths 32 512] [--repeats 5] [--shape gpt2-small|tiny] [--device cuda]
     python benchmarks/page_benchmark.py --model HuggingFaceTB/SmolLM2-135M-Instruct --lengths 32 512 --tabs-at 128
@@ -143,14 +144,16 @@ async def drag_lens_to_start(page: Page) -> float:
     return time.perf_counter() - started
 
 
-def print_table(times: dict[tuple, list[float]], forward: dict[int, tuple[float, float]]) -> None:
+def print_table(times: dict[tuple, list[float]], forward: dict[int, tuple[float, float, float]]) -> None:
     """One row per measurement: its median, the plain forward of the same prompt in the page's compute and their
-    ratio, and the float32 eager forward for reference."""
-    print(f"{'measurement':<44} {'tokens':>6} {'page':>8} {'forward':>8} {'page/forward':>13} {'float32 fwd':>12}")
+    ratio, and for reference ``model(input_ids)`` (every position's logits) in it and in float32 eager."""
+    print(f"{'measurement':<44} {'tokens':>6} {'page':>8} {'forward':>8} {'page/forward':>13} {'all logits':>11} "
+          f"{'float32 fwd':>12}")
     for (label, n_tokens), values in times.items():
         median = statistics.median(values)
-        same, float32 = forward[n_tokens]
-        print(f"{label:<44} {n_tokens:>6} {median:>7.2f}s {same:>7.3f}s {median / same:>12.1f}x {float32:>11.3f}s")
+        same, every_logit, float32 = forward[n_tokens]
+        print(f"{label:<44} {n_tokens:>6} {median:>7.2f}s {same:>7.3f}s {median / same:>12.1f}x {every_logit:>10.3f}s "
+              f"{float32:>11.3f}s")
 
 
 async def measure(source: str, logs: Path, lengths: list[int], repeats: int, tabs_at: int, n_default: int,
@@ -194,11 +197,12 @@ def main() -> None:
         del tokenizer_model
         if [len(ids) for ids in token_lists[1:]] != lengths:
             raise ValueError("'word word …' prompts did not give the requested token counts")
-        compute, same, float32 = forward_seconds(source, token_lists, arguments.repeats, arguments.device)
-        forward = {len(ids): pair for ids, pair in zip(token_lists, zip(same, float32))}
+        compute, *columns = forward_seconds(source, token_lists, arguments.repeats, arguments.device)
+        forward = {len(ids): figures for ids, figures in zip(token_lists, zip(*columns))}
         print(f"{arguments.model or arguments.shape + '-shaped random GPT-2'}, torch {torch.__version__}, "
               f"{arguments.threads} threads, median of {arguments.repeats}; the page and the plain forward compute in "
-              f"{compute} (eager attention); the float32 eager forward for reference", flush=True)
+              f"{compute} (eager attention), the forward with the last position's logits (as a run reads them); "
+              f"model(input_ids) with every position's logits, and in float32 eager, for reference", flush=True)
         times = asyncio.run(measure(source, Path(scratch), arguments.lengths, arguments.repeats, tabs_at,
                                     len(token_lists[0]), ("--device", arguments.device),
                                     not arguments.no_first_visit))
