@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from plain_forward import forward_seconds, page_compute
+from plain_forward import forward_seconds, median_seconds, page_compute
 from served_models import MODEL_SHAPES, save_gpt2_shaped, served, tracebacks_in
 
 from model_backend import capture_batch, load_model
@@ -75,27 +73,16 @@ def print_compute_floor(source: str, folder: Path, plans, repeats: int = 3) -> f
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     token_lists = [token_ids(tokenizer, plan.prompt) for plan in plans]
-    compute, same, every_logit, float32 = forward_seconds(source, token_lists, repeats)
+    page = load_model(source, **page_compute())
+    compute, same, every_logit, float32 = forward_seconds(source, token_lists, repeats, page=page)
     print(f"compute floor, the {len(plans)} prompts one by one through the plain forward: {sum(same):.2f} s in "
           f"{compute} (the page's; logits at the last position, as a run reads them); with every position's logits "
           f"{sum(every_logit):.2f} s, and {sum(float32):.2f} s in float32 eager", flush=True)
-    cut = batches([(None, ids) for ids in token_lists])
-    floor = batched_capture_seconds(load_model(source, **page_compute()), [[ids for _, ids in batch] for batch in cut],
-                                    repeats)
+    cut = [[ids for _, ids in batch] for batch in batches([(None, ids) for ids in token_lists])]
+    floor = median_seconds(lambda: [capture_batch(page, batch) for batch in cut], repeats)
     print(f"the class's batched floor, its {len(plans)} runs captured as the server batches them "
           f"({' + '.join(str(len(batch)) for batch in cut)} runs): {floor:.2f} s in {compute}", flush=True)
     return floor
-
-
-def batched_capture_seconds(loaded, batched_token_lists: list[list[list[int]]], repeats: int) -> float:
-    """Median seconds of capturing every batch in turn, after a warm-up."""
-    times = []
-    for _ in range(repeats + 1):
-        started = time.perf_counter()
-        for token_lists in batched_token_lists:
-            capture_batch(loaded, token_lists)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times[1:])
 
 
 def main() -> None:

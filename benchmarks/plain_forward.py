@@ -25,19 +25,28 @@ def page_compute(device: str = "cpu") -> dict[str, str]:
     return configured_compute(["--device", device])
 
 
+def median_seconds(call, repeats: int) -> float:
+    """Median seconds of ``call()`` over ``repeats`` calls, after a warm-up call."""
+    times = []
+    for _ in range(repeats + 1):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[1:])
+
+
 def median_forward_seconds(loaded: LoadedModel, token_ids: list[int], repeats: int, logits_to_keep: int = 1,
                            ) -> float:
     """Median seconds of ``model(input_ids)`` in the model's own compute mode, after a warm-up call, with the logits
     of the last ``logits_to_keep`` positions (0: every position's)."""
     input_ids = torch.tensor([token_ids], device=loaded.model.device)
-    times = []
+
+    def forward() -> None:
+        loaded.model(input_ids=input_ids, use_cache=False, logits_to_keep=logits_to_keep)
+        synchronize(loaded)
+
     with loaded.computing():
-        for _ in range(repeats + 1):
-            started = time.perf_counter()
-            loaded.model(input_ids=input_ids, use_cache=False, logits_to_keep=logits_to_keep)
-            synchronize(loaded)
-            times.append(time.perf_counter() - started)
-    return statistics.median(times[1:])
+        return median_seconds(forward, repeats)
 
 
 def synchronize(loaded: LoadedModel) -> None:
@@ -47,11 +56,11 @@ def synchronize(loaded: LoadedModel) -> None:
 
 
 def forward_seconds(source: str, token_lists: list[list[int]], repeats: int, device: str = "cpu",
-                    ) -> tuple[str, list[float], list[float], list[float]]:
+                    page: LoadedModel | None = None) -> tuple[str, list[float], list[float], list[float]]:
     """The page's compute (as the page names it) and, per token list, the median plain forward in it (the last
     position's logits), ``model(input_ids)`` in it, and ``model(input_ids)`` in float32 eager on the same device,
-    the three taking turns list by list."""
-    page = load_model(source, **page_compute(device))
+    the three taking turns list by list. ``page``: the model loaded in the page's compute, where the caller has it."""
+    page = page or load_model(source, **page_compute(device))
     reference = page if page.dtype == "float32" else load_model(source, device=device)
     same, every_logit, float32 = [], [], []
     for token_ids in token_lists:
