@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import torch
 
 from layouts.attribution_view import kind_of
 from model_backend import capture_run, direct_logit_attribution, load_model, logit_lens, scaling_sweep
-from model_backend.compute import fastest_dtype
+from model_backend.compute import emulated_bfloat16_warning, fastest_dtype
 from model_backend.load_check import block_identities
 from model_backend.readout import unembed
-from viz_app.settings import configured_compute
+from viz_app.settings import configured_compute, warn_once
 
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
 
@@ -93,6 +95,22 @@ def test_the_page_uses_bfloat16_matmuls_only_where_the_cpu_has_them(monkeypatch)
     assert configured_compute(["--dtype", "float32"])["dtype"] == "float32"
     monkeypatch.setattr("model_backend.compute.Path.read_text", lambda _path: "flags : fpu avx2 avx512f")
     assert configured_compute([]) == {"device": "cpu", "dtype": "float32"}
+
+
+def test_bfloat16_chosen_for_a_cpu_without_bfloat16_instructions_is_warned_of_in_the_server_log(monkeypatch,
+                                                                                                   caplog):
+    monkeypatch.setattr("model_backend.compute.Path.read_text", lambda _path: "flags : fpu avx2 fma")
+    warn_once.cache_clear()  # another test may have said it already
+    with caplog.at_level(logging.WARNING, logger="viz_app.settings"):
+        assert configured_compute(["--dtype", "bfloat16-matmuls"])["dtype"] == "bfloat16-matmuls"
+        configured_compute(["--dtype", "bfloat16-matmuls"])  # read again by each model's load: said once
+        configured_compute([])
+        configured_compute(["--dtype", "bfloat16", "--device", "cuda"])
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 1
+    assert "no bfloat16 instructions" in warnings[0] and "--dtype bfloat16-matmuls" in warnings[0]
+    monkeypatch.setattr("model_backend.compute.Path.read_text", lambda _path: "flags : fpu avx2 amx_bf16")
+    assert emulated_bfloat16_warning("cpu", "bfloat16") == ""
 
 
 def test_an_unknown_dtype_is_refused_by_name(tiny_llama_dir):

@@ -6,11 +6,15 @@ multiplies bfloat16 natively, else in float32)."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+from functools import cache
 
-from model_backend.compute import DTYPE_NAMES, fastest_dtype
+from model_backend.compute import DTYPE_NAMES, emulated_bfloat16_warning, fastest_dtype
 from model_backend.model_names import DEFAULT_MODELS
+
+log = logging.getLogger(__name__)
 
 
 def configured_models(argv: list[str] | None = None, environ: dict | None = None) -> list[str]:
@@ -30,4 +34,12 @@ def configured_compute(argv: list[str] | None = None) -> dict[str, str]:
     parser.add_argument("--dtype", choices=(*DTYPE_NAMES, "auto"), default="auto")
     arguments, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     dtype = fastest_dtype(arguments.device) if arguments.dtype == "auto" else arguments.dtype
+    if warning := emulated_bfloat16_warning(arguments.device, dtype):
+        warn_once(warning)
     return {"device": arguments.device, "dtype": dtype}
+
+
+@cache
+def warn_once(warning: str) -> None:
+    """Put a warning about the server's settings in its log once, however many models and pages read them."""
+    log.warning(warning)
