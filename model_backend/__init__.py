@@ -10,21 +10,23 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .attribution import LogitAttribution, direct_logit_attribution
-    from .boundaries import residual_boundaries
-    from .capture import capture_batch, capture_run, capture_token_ids
-    from .errors import (BackendError, ModelLoadError, ModelNotCachedError, ModelNotFoundError, ModelPreparationError,
-                         PromptError, UnsupportedArchitectureError)
-    from .export import write_npz
-    from .interventions import ScalingSweep, clean_logprob, scaled_logprob, scaling_sweep, unscaled_logprob
-    from .lens import LogitLens, joined_lens, logit_lens
-    from .loaded_model import LoadedModel
-    from .loading import load_model
-    from .norms import SinkReport, detect_sinks, residual_norms
-    from .patching import Patching, activation_patching, patched_blocks, patching_pair
-    from .run import Run
-    from .similarity import LaminarProfile, laminar_profile, token_across_layers, tokens_within_layer
+if TYPE_CHECKING:  # F401 below: each name is exported by __getattr__ and __all__, which pyflakes cannot read
+    from .attribution import LogitAttribution, direct_logit_attribution  # noqa: F401
+    from .boundaries import residual_boundaries  # noqa: F401
+    from .capture import capture_batch, capture_run, capture_token_ids  # noqa: F401
+    from .errors import (BackendError, ModelLoadError, ModelNotCachedError, ModelNotFoundError,  # noqa: F401
+                         ModelPreparationError, PromptError, UnsupportedArchitectureError)
+    from .export import write_npz  # noqa: F401
+    from .interventions import (ScalingSweep, clean_logprob, scaled_logprob, scaling_sweep,  # noqa: F401
+                                unscaled_logprob)
+    from .lens import LogitLens, joined_lens, logit_lens  # noqa: F401
+    from .loaded_model import LoadedModel  # noqa: F401
+    from .loading import load_model  # noqa: F401
+    from .norms import SinkReport, detect_sinks, residual_norms  # noqa: F401
+    from .patching import Patching, activation_patching, patched_blocks, patching_pair  # noqa: F401
+    from .run import Run  # noqa: F401
+    from .similarity import (LaminarProfile, laminar_profile, token_across_layers,  # noqa: F401
+                             tokens_within_layer)
 
 EXPORTS = {
     "attribution": ("LogitAttribution", "direct_logit_attribution"),

@@ -174,7 +174,8 @@ STEP_FIGURE = f"""name => {{
     let controls = null;
     for (let branch = view, up = view.parent; up && !up.model.type.endsWith("Tabs"); branch = up, up = up.parent) {{
         if (Array.isArray(up.model.children) && up.model.children.indexOf(branch.model) > 0) {{
-            const inputs = ({ALL_ELEMENTS})(up.el.shadowRoot ?? up.el).filter(el => el.matches("input, select, .noUi-target")
+            const inputs = ({ALL_ELEMENTS})(up.el.shadowRoot ?? up.el).filter(el =>
+                el.matches("input, select, .noUi-target")
                 && el.getBoundingClientRect().bottom <= canvas.top && el.getBoundingClientRect().width);
             controls = {{top: up.el.getBoundingClientRect().top,
                          shown: inputs.map(el => shown(el) && el.getBoundingClientRect().top >= 0),
@@ -279,7 +280,8 @@ def test_every_lesson_step_fits_one_screen_and_covers_nothing(presenter_page):
     for step in range(1, len(STEP_FIGURES) + 1):
         if step > 1:
             page.get_by_role("button", name="Next ▶").click()
-        expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of {len(STEP_FIGURES)}", timeout=STEP_SECONDS)
+        expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of {len(STEP_FIGURES)}",
+                                                              timeout=STEP_SECONDS)
         page.wait_for_function(f"() => ({HIGHLIGHT})({STEP_FIGURES[step - 1]!r})?.at.length > 0",
                                timeout=STEP_SECONDS)
         wait_until_settled(page)

@@ -42,7 +42,8 @@ SHOWN_TEXTS = """() => {
         const sides = [model.below, model.left].filter(side => Array.isArray(side));
         for (const axis of sides.flat()) {
             const labels = axis.major_label_overrides;
-            if (labels) texts.push(...(labels instanceof Map ? [...labels.values()] : Object.values(labels)).map(String));
+            if (labels)
+                texts.push(...(labels instanceof Map ? [...labels.values()] : Object.values(labels)).map(String));
         }
         for (const renderer of Array.isArray(model.renderers) ? model.renderers : []) {
             const data = renderer.data_source && renderer.data_source.data;

@@ -83,11 +83,13 @@ def test_the_write_queue_internals_have_the_shape_relied_on():
 
 def test_panel_strands_a_patch_queued_while_it_awaits_a_write(held_connection):
     """The upstream defect: the second patch is never sent. Once Panel sends it, remove the workaround."""
-    assert run_coroutine(second_patch_during_a_write(panel_internals._panel_dispatch_msgs, held_connection)) == ["first"]
+    sent = run_coroutine(second_patch_during_a_write(panel_internals._panel_dispatch_msgs, held_connection))
+    assert sent == ["first"]
 
 
 def test_the_workaround_sends_the_stranded_patch(held_connection):
-    assert run_coroutine(second_patch_during_a_write(dispatch_msgs_leaving_none, held_connection)) == ["first", "second"]
+    sent = run_coroutine(second_patch_during_a_write(dispatch_msgs_leaving_none, held_connection))
+    assert sent == ["first", "second"]
 
 
 def test_panel_location_fails_on_a_value_it_guesses_as_a_number():

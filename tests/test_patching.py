@@ -28,7 +28,8 @@ ANSWER, WRONG = " Paris", " Rome"
 
 # Where each site is written, as plain module paths of each checkpoint (not the project's family maps). Gemma 2/3
 # and OLMo-2 write each sublayer into the stream after its post-norm, under the same module names.
-POST_NORMED_SITES = {"layer_output": "model.layers.{i}", "attention_output": "model.layers.{i}.post_attention_layernorm",
+POST_NORMED_SITES = {"layer_output": "model.layers.{i}",
+                     "attention_output": "model.layers.{i}.post_attention_layernorm",
                      "mlp_output": "model.layers.{i}.post_feedforward_layernorm"}
 SITE_MODULES = {
     "gpt2": {"layer_output": "transformer.h.{i}", "attention_output": "transformer.h.{i}.attn",

@@ -362,7 +362,8 @@ def test_a_run_reads_its_lens_ahead_for_the_target_it_publishes_before_the_page_
     for change in deferred:
         change()
     assert controller.state.target not in ("", " Rome")
-    assert ahead.target_id == controller.state.target_id == controller.loaded.tokenizer.encode(controller.state.target)[0]
+    target_id = controller.loaded.tokenizer.encode(controller.state.target)[0]
+    assert ahead.target_id == controller.state.target_id == target_id
 
 
 def test_a_lens_read_ahead_for_another_target_is_not_used(controller, monkeypatch):
