@@ -106,7 +106,7 @@ def test_a_page_load_runs_the_prompt_once(tiny_gpt2_dir, monkeypatch):
     async def start_and_settle():
         await controller.start()
         await asyncio.sleep(0.2)  # the model watcher's task, launched by the selector's options, runs here
-        async with controller.worker.lock:
+        async with controller.work.turn:
             pass
 
     run_coroutine(start_and_settle())

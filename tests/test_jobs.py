@@ -1,4 +1,5 @@
-"""A session's job: cancelled by a newer job of its kind or a closed page, and publishing only while its run shows."""
+"""A page's job (``viz_app/work.py``, ``viz_app/jobs.py``): cancelled by a newer job of its kind or a closed
+page, and publishing only while its run shows; ``PageWork.run`` takes the turn, shows the busy line and reports."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from types import SimpleNamespace
 from conftest import run_coroutine
 
 from layouts.state import ExplorerState
-from viz_app.jobs import SessionJobs
 from viz_app.publishing import Publisher
+from viz_app.work import ModelWork, PageWork
 
 
 FIRST_RUN, SECOND_RUN = (SimpleNamespace(n_layers=2, seq_len=3) for _ in range(2))
@@ -32,10 +33,10 @@ class HeldDocument:
             self.waiting.pop(0)()
 
 
-def jobs_on(run=FIRST_RUN, document=None) -> SessionJobs:
+def jobs_on(run=FIRST_RUN, document=None) -> PageWork:
     state = ExplorerState()
     state.run = run
-    return SessionJobs(Publisher(state, document))
+    return PageWork(ModelWork(), Publisher(state, document))
 
 
 def test_a_current_job_publishes_its_result():
@@ -110,3 +111,57 @@ def test_sent_waits_until_the_changes_are_applied_and_the_delay_after():
 
     message, waited = run_coroutine(publish_then_wait_until_sent())
     assert message == "drawn" and waited >= 0.2
+
+
+def test_a_job_runs_on_a_model_thread_while_the_busy_line_says_so():
+    jobs = jobs_on()
+    seen = []
+    done = run_coroutine(jobs.run("lens", "Reading…", lambda: seen.append(jobs.publisher.state.busy) or 7))
+    assert done.ran and done.value == 7 and seen == ["Reading…"] and jobs.publisher.state.busy == ""
+    assert done.job.run is FIRST_RUN  # the run shown when it started
+
+
+def test_a_failing_job_is_reported_on_the_page_and_the_next_one_runs():
+    jobs = jobs_on()
+
+    def fails():
+        raise MemoryError
+
+    failed = run_coroutine(jobs.run("lens", "Reading…", fails))
+    assert not failed.ran and isinstance(failed.error, MemoryError)
+    assert jobs.publisher.state.message == "Out of memory: try a shorter prompt." and jobs.publisher.state.busy == ""
+    assert run_coroutine(jobs.run("lens", "Reading…", lambda: 1)).value == 1
+
+
+def test_a_job_waits_for_the_page_s_turn_and_is_skipped_if_superseded_meanwhile():
+    jobs = jobs_on()
+    ran = []
+
+    async def two_jobs_of_one_kind():
+        async def slow():
+            await asyncio.sleep(0.1)
+            return "first"
+        first = asyncio.ensure_future(jobs.run("lens", "Reading…", slow))
+        await asyncio.sleep(0.01)  # the first holds the page's turn
+        second = asyncio.ensure_future(jobs.run("sweep", "Scaling…", lambda: ran.append("sweep") or "second"))
+        await asyncio.sleep(0.01)  # it has started its job and waits for the turn
+        jobs.cancel("sweep")  # superseded before its turn comes
+        return await first, await second
+
+    first, second = run_coroutine(two_jobs_of_one_kind())
+    assert first.ran and first.value == "first"
+    assert not second.ran and second.error is None and ran == []
+
+
+def test_work_nobody_waits_for_takes_no_turn_and_reports_nothing():
+    jobs = jobs_on()
+
+    def fails():
+        raise RuntimeError("read ahead failed")
+
+    async def while_the_turn_is_held():
+        async with jobs.turn:
+            return await jobs.run("lens ahead", None, fails)
+
+    done = run_coroutine(while_the_turn_is_held())
+    assert isinstance(done.error, RuntimeError) and jobs.publisher.state.message == ""

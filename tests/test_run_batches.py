@@ -12,7 +12,13 @@ from conftest import run_coroutine
 
 from model_backend import capture_run
 from viz_app import run_batches
+from viz_app.work import process_model_work
 from viz_app.model_work import BESIDE_THREAD, MODEL_THREAD_COUNT, WIDE_THREAD, in_model_thread
+
+async def analysed_together(loaded, prompt: str, bos: bool):
+    """The prompt's analysis through the process's batcher of ``loaded`` on the running loop, as a page asks it."""
+    return await process_model_work().batcher(loaded).analysed_together(prompt, bos)
+
 
 PROMPTS = ("The capital of France is Paris, and the capital of Italy is", "Short one", "A prompt of middle length")
 
@@ -33,7 +39,7 @@ def test_runs_asked_while_the_threads_are_busy_share_one_pass_and_each_gets_its_
     async def class_presses_run():
         busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREAD_COUNT)]
         await asyncio.sleep(0.1)  # every model thread is taken
-        asked = [asyncio.ensure_future(run_batches.analysed_together(gpt2, prompt, True)) for prompt in PROMPTS]
+        asked = [asyncio.ensure_future(analysed_together(gpt2, prompt, True)) for prompt in PROMPTS]
         await asyncio.sleep(0.1)
         release.set()
         await asyncio.gather(*busy)
@@ -50,12 +56,12 @@ def test_runs_asked_while_the_threads_are_busy_share_one_pass_and_each_gets_its_
 
 def test_a_lone_run_goes_through_alone_and_a_refused_prompt_does_not_stop_the_others(gpt2, monkeypatch):
     rows = recording_batches(monkeypatch)
-    analysis = run_coroutine(run_batches.analysed_together(gpt2, PROMPTS[0], True))
+    analysis = run_coroutine(analysed_together(gpt2, PROMPTS[0], True))
     assert rows == [1] and analysis.run.prompt == PROMPTS[0]
 
     async def with_an_empty_prompt():
-        return await asyncio.gather(run_batches.analysed_together(gpt2, "", False),
-                                    run_batches.analysed_together(gpt2, PROMPTS[1], True), return_exceptions=True)
+        return await asyncio.gather(analysed_together(gpt2, "", False),
+                                    analysed_together(gpt2, PROMPTS[1], True), return_exceptions=True)
 
     refused, analysed = run_coroutine(with_an_empty_prompt())
     assert isinstance(refused, Exception) and analysed.run.prompt == PROMPTS[1]
@@ -109,7 +115,7 @@ def test_a_batch_done_is_handed_out_while_the_next_one_computes(gpt2, monkeypatc
         return await asyncio.gather(*asked)
 
     async def arrival_time(prompt: str) -> float:
-        await run_batches.analysed_together(gpt2, prompt, True)
+        await analysed_together(gpt2, prompt, True)
         return time.monotonic()
 
     arrivals = run_coroutine(class_presses_run())
@@ -123,14 +129,14 @@ def test_a_collector_left_on_a_loop_that_stopped_running_holds_up_no_run_on_anot
     busy = [thread.submit(release.wait) for thread in (WIDE_THREAD, BESIDE_THREAD) if thread is not None]
     stopped = asyncio.new_event_loop()
     try:
-        stranded = in_a_thread(lambda: stopped.create_task(run_batches.analysed_together(gpt2, PROMPTS[1], True)))
+        stranded = in_a_thread(lambda: stopped.create_task(analysed_together(gpt2, PROMPTS[1], True)))
         in_a_thread(lambda: stopped.run_until_complete(asyncio.sleep(0.05)))  # its collector waits for a model thread
     finally:
         release.set()  # the model threads are never left held, whatever happened
     for job in busy:
         job.result()
     time.sleep(1)  # the collector's job ends on a model thread, and its result waits for the stopped loop
-    analysis = run_coroutine(asyncio.wait_for(run_batches.analysed_together(gpt2, PROMPTS[0], True), 20))
+    analysis = run_coroutine(asyncio.wait_for(analysed_together(gpt2, PROMPTS[0], True), 20))
     assert analysis.run.prompt == PROMPTS[0]
     assert in_a_thread(lambda: stopped.run_until_complete(stranded)).run.prompt == PROMPTS[1]
     stopped.close()
@@ -160,12 +166,12 @@ def test_a_run_asked_while_a_batch_computes_joins_the_batches_not_yet_run(gpt2, 
     async def a_late_student():
         busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREAD_COUNT)]
         await asyncio.sleep(0.1)
-        asked = [asyncio.ensure_future(run_batches.analysed_together(gpt2, prompt, True)) for prompt in prompts]
+        asked = [asyncio.ensure_future(analysed_together(gpt2, prompt, True)) for prompt in prompts]
         await asyncio.sleep(0.1)
         release.set()
         await asyncio.gather(*busy)
         await asyncio.to_thread(first_pass.wait)
-        late = await run_batches.analysed_together(gpt2, " ".join(["word"] * 42), True)
+        late = await analysed_together(gpt2, " ".join(["word"] * 42), True)
         return late, await asyncio.gather(*asked)
 
     late, analyses = run_coroutine(a_late_student())

@@ -10,7 +10,6 @@ from model_backend import LoadedModel, detect_sinks
 
 from .analysis import page_run
 from .failures import failure_message
-from .model_work import in_model_thread
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +49,12 @@ class NormsComparison:
             why = "is the model in use" if name == state.model else "is not among the models loaded here"
             publisher.update(comparison=None, comparison_note=f"No comparison: {name} {why}.")
             return
-        job = self.session.jobs.start("compare", run, wanted=lambda: state.compare == name)
-        async with self.session.worker.lock:
-            with self.session.worker.showing(f"Running the prompt through {name} to compare…"):
-                try:
-                    compared = await in_model_thread(compared_run, other, run.prompt, run.bos)
-                except Exception as error:  # noqa: BLE001 - said on the Norms tab, which stays usable
-                    log.warning("the comparison run through %s failed: %r", name, error)
-                    job.publish(comparison=None, comparison_note=f"{name} could not run this prompt for the "
-                                                                 f"comparison: {failure_message(error)}")
-                    return
-        job.publish(comparison=compared, comparison_note="")
+        compared = await self.session.work.run("compare", f"Running the prompt through {name} to compare…",
+                                               compared_run, other, run.prompt, run.bos,
+                                               wanted=lambda: state.compare == name, reports=False)
+        if compared.error is not None:
+            log.warning("the comparison run through %s failed: %r", name, compared.error)
+            compared.publish(comparison=None, comparison_note=f"{name} could not run this prompt for the "
+                                                              f"comparison: {failure_message(compared.error)}")
+        elif compared.ran:
+            compared.publish(comparison=compared.value, comparison_note="")

@@ -1,5 +1,6 @@
-"""One job model for a session's background work: a job belongs to one run, can be cancelled, and publishes its
-result only if it is still wanted, checked when the write is applied under the document's lock."""
+"""One job of a page's background work (started, cancelled and run by ``work.PageWork``): a job belongs to one
+run, can be cancelled, and publishes its result only if it is still wanted, checked when the write is applied under
+the document's lock."""
 
 from __future__ import annotations
 
@@ -32,23 +33,3 @@ class Job:
             if self.current:
                 self.publisher.state.param.update(**values)
         self.publisher.apply(publish_if_current)
-
-
-class SessionJobs:
-    """The jobs of one session: a new job cancels the one of its kind before it; a closed page cancels them all."""
-
-    def __init__(self, publisher: Publisher):
-        self.publisher = publisher
-        self.latest: dict[str, Job] = {}
-
-    def start(self, kind: str, run, wanted: Callable[[], bool] = lambda: True) -> Job:
-        """A new job of ``kind`` on ``run``, superseding the one before."""
-        self.cancel(kind)
-        self.latest[kind] = Job(self.publisher, kind, run, wanted)
-        return self.latest[kind]
-
-    def cancel(self, *kinds: str) -> None:
-        """Cancel the running jobs of ``kinds`` (every kind when none is named)."""
-        for kind in kinds or list(self.latest):
-            if kind in self.latest:
-                self.latest[kind].cancel()

@@ -15,7 +15,7 @@ from model_backend import LoadedModel, LogitLens, Run, joined_lens, logit_lens
 
 from .analysis import decoded
 from .jobs import Job
-from .model_work import alone_in_model_threads, in_model_thread, models_idle, stop_giving_way
+from .model_work import alone_in_model_threads, models_idle, stop_giving_way
 
 LENS_TOP_K = 5
 LENS_MARGIN_POSITIONS = 4
@@ -122,7 +122,7 @@ class LensReader:
     when the lens tab asks, a chunk at a time with the positions on screen first."""
 
     def __init__(self, session):
-        self.session, self.state, self.worker = session, session.state, session.worker
+        self.session, self.state, self.work = session, session.state, session.work
         self.ahead: LensReadAhead | None = None
         self.parts: LensParts | None = None  # those of the lens job reading now
         self.state.param.watch(session.launcher(self.read), "lens_requested")
@@ -161,11 +161,12 @@ class LensReader:
                 return None
             while True:
                 gives_way = GivesWay(lambda: not alone_in_model_threads() or superseded(), waited_for=asked_for.is_set)
-                try:
-                    part = await in_model_thread(logit_lens, loaded, run, k=LENS_TOP_K, target_id=target_id,
-                                                 raw=raw, positions=positions, keep_reading=gives_way, gives_way=True)
-                except Exception:  # noqa: BLE001 - read reads these positions again and shows the failure
+                done = await self.work.run("lens ahead", None, logit_lens, loaded, run, k=LENS_TOP_K,
+                                           target_id=target_id, raw=raw, positions=positions, keep_reading=gives_way,
+                                           for_run=run, gives_way=True)
+                if not done.ran:  # failed: read reads these positions again and shows the failure
                     return None
+                part = done.value
                 if part is not None or not await idle_again():
                     return part
 
@@ -181,7 +182,7 @@ class LensReader:
                 and not ahead.part.cancelled()):
             return None
         ahead.asked_for.set()
-        with self.worker.showing("Reading the logit lens…"):
+        with self.work.publisher.showing("Reading the logit lens…"):
             return await ahead.part
 
     async def read(self) -> None:
@@ -221,10 +222,10 @@ class LensReader:
             off_screen = not self.unread_shown(unread).size
             gives_way = GivesWay(lambda: not alone_in_model_threads() or self.unread_shown(unread).size > 0,
                                  waited_for=lambda: self.shown_only_in(positions, unread)) if off_screen else None
-            part = await self.worker.run_if_current(job, "Reading the logit lens…", logit_lens, loaded, run,
-                                                    k=LENS_TOP_K, target_id=target_id, raw=self.state.raw_lens,
-                                                    positions=positions, keep_reading=gives_way,
-                                                    gives_way=gives_way is not None)
+            done = await self.work.run(job, "Reading the logit lens…", logit_lens, loaded, run, k=LENS_TOP_K,
+                                       target_id=target_id, raw=self.state.raw_lens, positions=positions,
+                                       keep_reading=gives_way, gives_way=gives_way is not None)
+            part = done.value if done.ran else None
             if part is not None or gives_way is None or not gives_way.gave_way:
                 return part
         return None

@@ -13,7 +13,6 @@ from model_backend import capture_run, detect_sinks
 from model_backend.tokens import next_token_probabilities, token_strings
 
 from .failures import report_failure
-from .model_work import in_model_thread
 
 LESSON_TABS = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution",
                "Intervention", "Patching")
@@ -89,8 +88,10 @@ class LessonGuide:
         every text written for it."""
         if self.other_bos[0] is not run:
             doing = "Running the prompt with BOS switched for the lesson…"
-            self.other_bos = (run, asyncio.ensure_future(self.session.worker.run(doing, other_bos_run, loaded, run)))
-        return await asyncio.shield(self.other_bos[1]) or (None, None)
+            self.other_bos = (run, asyncio.ensure_future(self.session.work.run("lesson-bos", doing, other_bos_run,
+                                                                                 loaded, run)))
+        done = await asyncio.shield(self.other_bos[1])
+        return done.value if done.ran else (None, None)
 
     async def write_text(self) -> None:
         """Write the step's text for the run on screen; a later request's text wins over an earlier one's."""
@@ -101,7 +102,10 @@ class LessonGuide:
         if step == 0 or run is None or loaded is None:
             return
         other_run, other_sinks = await self.other_bos_pass(loaded, run) if step == 2 else (None, None)
-        prediction, probability, vocabulary = await in_model_thread(prediction_of, loaded, run)
+        predicted = await self.session.work.run("lesson", "Writing the lesson…", prediction_of, loaded, run)
+        if not predicted.ran:
+            return
+        prediction, probability, vocabulary = predicted.value
         inputs = LessonInputs(run, state.sinks, prediction, probability, vocabulary, state.layer,
                               other_bos_run=other_run, other_bos_sinks=other_sinks, lens=state.lens,
                               target=state.target_match.followed.labels[0] if state.target_match else state.target,

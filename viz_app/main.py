@@ -2,7 +2,6 @@
 URL, the page itself (built in ``viz_app/page.py``), and, once the page is shown, the models and the first run."""
 
 import logging
-import sys
 from pathlib import Path
 
 import panel as pn
@@ -10,15 +9,11 @@ from panel.io.resources import LOCAL_DIST
 
 from layouts.state import ExplorerState
 from viz_app.background import BackgroundTasks
-from viz_app.held_collections import hold_collections_in_this_server
-from viz_app.model_work import compute_on_one_core_in_this_thread
 from viz_app.page import explorer_page, serve_page
+from viz_app.server_tuning import tune_server_process
 from viz_app.settings import configured_models
 from viz_app.startup import DeferredSession, load_models_beyond_gc, starting_up
-from viz_app.panel_internals import send_every_queued_patch
 from viz_app.url_state import keep_choices_in_url
-
-MODEL_SWITCH_SECONDS = 0.0005
 
 pn.extension(raw_css=[(Path(__file__).parent / "static" / "page.css").read_text()])
 
@@ -34,21 +29,7 @@ def serve_styles_from_here(doc) -> None:
         doc.template_variables["dist_url"] = f"{pn.state.rel_path}/{LOCAL_DIST}" if pn.state.rel_path else LOCAL_DIST
 
 
-def hand_the_interpreter_to_passes_sooner() -> None:
-    """Let a model thread take Python back 0.5 ms after a torch operation ends instead of Python's 5 ms.
-
-    A pass needs the interpreter between its operations, while the event loop holds it to serialize other students'
-    pages, and with the default interval it waits up to 5 ms for it after each operation, which lengthens every
-    student's wait (``benchmarks/classroom_load.py`` measures the class's p95). Only the server sets this: a
-    notebook's interpreter is left as it is.
-    """
-    sys.setswitchinterval(MODEL_SWITCH_SECONDS)
-
-
-hand_the_interpreter_to_passes_sooner()
-compute_on_one_core_in_this_thread()  # the wide model thread alone computes on several cores (model_work.py)
-hold_collections_in_this_server()
-send_every_queued_patch()
+tune_server_process()
 serve_styles_from_here(pn.state.curdoc)
 logging.getLogger("viz_app").setLevel(logging.INFO)  # the server log notes what each page's session does, as Bokeh's
 

@@ -2,12 +2,12 @@
 pressing Run together costs a few passes of larger matrices instead of thirty small ones, each session then getting
 its own rows. ``benchmarks/classroom_load.py`` measures what it saves.
 
-The first run asked starts a collector for its model: one job on the shared model threads (``model_work.py``) that
-takes every run waiting when a thread takes it up. A lone run's job therefore starts as soon as a thread is free,
-with no waiting window. A job cuts its runs into batches of similar length, so that little of a pass is padding;
-runs asked while it computes join the batches not yet run (a student a moment late waits for one batch, not for
-the class's); each batch's runs hear their outcomes as soon as it is done, so their pages publish while the next
-batch computes.
+The first run asked starts a collector for its model (a ``RunBatcher`` per model and event loop): one job on the
+shared model threads (``model_work.py``) that takes every run waiting when a thread takes it up. A lone run's job
+therefore starts as soon as a thread is free, with no waiting window. A job cuts its runs into batches of similar
+length, so that little of a pass is padding; runs asked while it computes join the batches not yet run (a student a
+moment late waits for one batch, not for the class's); each batch's runs hear their outcomes as soon as it is done,
+so their pages publish while the next batch computes.
 """
 
 from __future__ import annotations
@@ -43,56 +43,80 @@ class AskedRun:
     target_as_written: bool = False  # the typed target is an offered spelling, matched as written
 
 
-# Collectors are kept per model and per event loop (ids of both): a collector on a loop that stopped running (a
-# notebook's, a test's) then never holds up the runs asked on another loop.
-_waiting: dict[tuple[int, int], list[AskedRun]] = {}  # runs asked and not yet taken by a job
-_collecting: set[tuple[int, int]] = set()  # where a collector runs
-_asking = threading.Lock()
-_jobs: set[asyncio.Future] = set()  # collecting jobs scheduled, kept referenced until they end
+class RunBatcher:
+    """The runs of one shared model asked on one event loop (a collector on a loop that stopped running, a notebook's
+    or a test's, then never holds up the runs asked on another)."""
 
+    def __init__(self, loaded: LoadedModel, loop: asyncio.AbstractEventLoop):
+        self.loaded, self.loop = loaded, loop
+        self.waiting: list[AskedRun] = []  # runs asked and not yet taken by a job
+        self.collecting = False  # whether a collector runs
+        self.asking = threading.Lock()
+        self.tasks: set[asyncio.Future] = set()  # the collector and its releases, kept referenced until they end
 
-async def analysed_together(loaded: LoadedModel, prompt: str, bos: bool, typed_target: str = "",
-                            target_as_written: bool = False) -> Analysis:
-    """What every view needs from the prompt's run, if within the page's limits, its pass shared with the runs of
-    other sessions that wait for ``loaded`` at the same moment."""
-    asked = AskedRun(prompt, bos, typed_target, Future(), target_as_written)
-    key = (id(loaded), id(asyncio.get_running_loop()))
-    with _asking:
-        _waiting.setdefault(key, []).append(asked)
-        first = key not in _collecting  # else the running collector takes this run in its next job
-        _collecting.add(key)
-    if first:
-        keep_until_done(asyncio.ensure_future(collect(loaded, key)))
-    return await asyncio.wrap_future(asked.analysis)
+    async def analysed_together(self, prompt: str, bos: bool, typed_target: str = "",
+                                target_as_written: bool = False) -> Analysis:
+        """What every view needs from the prompt's run, if within the page's limits, its pass shared with the runs
+        of other sessions that wait for the model at the same moment."""
+        asked = AskedRun(prompt, bos, typed_target, Future(), target_as_written)
+        with self.asking:
+            self.waiting.append(asked)
+            first = not self.collecting  # else the running collector takes this run in its next job
+            self.collecting = True
+        if first:
+            self.keep_until_done(asyncio.ensure_future(self.collect()))
+        return await asyncio.wrap_future(asked.analysis)
 
+    async def collect(self) -> None:
+        """Jobs that take the waiting runs until none is left. A job's last batch hears its outcomes once the job
+        has ended, so that a lone run's session, going on from its run, finds the model threads idle
+        (``models_idle``: the lens reads ahead then). Python's automatic collections wait meanwhile
+        (``held_collections.py``)."""
+        hold()
+        try:
+            while True:
+                try:
+                    outcomes = await in_model_thread(self.analyse_waiting, deliver)
+                except BaseException:
+                    with self.asking:
+                        self.collecting = False  # the next run asked starts a collector again
+                    raise
+                deliver(outcomes)
+                with self.asking:
+                    if not self.waiting:
+                        self.collecting = False
+                        return
+        finally:
+            self.keep_until_done(asyncio.ensure_future(release_when_idle()))
 
-async def collect(loaded: LoadedModel, key: tuple[int, int]) -> None:
-    """Jobs that take the runs waiting for ``loaded`` until none is left. A job's last batch hears its outcomes
-    once the job has ended, so that a lone run's session, going on from its run, finds the model threads idle
-    (``models_idle``: the lens reads ahead then). Python's automatic collections wait meanwhile
-    (``held_collections.py``)."""
-    hold()
-    try:
-        while True:
-            try:
-                outcomes = await in_model_thread(analyse_waiting, loaded, key, deliver)
-            except BaseException:
-                with _asking:
-                    _collecting.discard(key)  # the next run asked starts a collector again
-                raise
-            deliver(outcomes)
-            with _asking:
-                if not _waiting.get(key):
-                    _collecting.discard(key)
-                    return
-    finally:
-        keep_until_done(asyncio.ensure_future(release_when_idle()))
+    def keep_until_done(self, task: asyncio.Future) -> None:
+        """Keep a scheduled task referenced until it ends (the event loop holds only weak references to tasks)."""
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
+    def take_waiting(self) -> list[AskedRun]:
+        """Every run waiting now, taken off the queue."""
+        with self.asking:
+            taken, self.waiting = self.waiting, []
+        return taken
 
-def keep_until_done(job: asyncio.Future) -> None:
-    """Keep a scheduled job referenced until it ends (the event loop holds only weak references to tasks)."""
-    _jobs.add(job)
-    job.add_done_callback(_jobs.discard)
+    def analyse_waiting(self, deliver_early: Callable[[list], None]) -> list[tuple[AskedRun, Analysis | Exception]]:
+        """Analyse the waiting runs batch by batch, taking the runs asked meanwhile into the batches not yet run:
+        each batch but the last goes to ``deliver_early`` once done; returns the last batch's outcomes. The batch
+        holding the runs taken earliest goes first (the shortest of those), so a run asked later never overtakes one
+        waiting already unless they share a pass."""
+        pending, taken_at, outcomes = [], {}, []
+        for turn in itertools.count():
+            taken = tokenized(self.loaded, self.take_waiting(), deliver_early)
+            taken_at |= {id(asked): turn for asked, _ in taken}
+            pending += taken
+            if not pending:
+                return outcomes
+            deliver_early(outcomes)
+            batch = min(batches(pending), key=lambda batch: min(taken_at[id(asked)] for asked, _ in batch))
+            chosen = {id(asked) for asked, _ in batch}
+            pending = [item for item in pending if id(item[0]) not in chosen]
+            outcomes = analysed_batch(self.loaded, batch)
 
 
 def deliver(outcomes: list[tuple[AskedRun, Analysis | Exception]]) -> None:
@@ -104,32 +128,10 @@ def deliver(outcomes: list[tuple[AskedRun, Analysis | Exception]]) -> None:
             asked.analysis.set_result(outcome)
 
 
-def analyse_waiting(loaded: LoadedModel, key: tuple[int, int], deliver_early: Callable[[list], None],
-                    ) -> list[tuple[AskedRun, Analysis | Exception]]:
-    """Analyse the runs waiting for ``loaded`` on the collector's loop batch by batch, taking the runs asked
-    meanwhile into the batches not yet run: each batch but the last goes to ``deliver_early`` once done; returns
-    the last batch's outcomes. The batch holding the runs taken earliest goes first (the shortest of those), so a
-    run asked later never overtakes one waiting already unless they share a pass."""
-    pending, taken_at, outcomes = [], {}, []
-    for turn in itertools.count():
-        taken = tokenized_waiting(loaded, key, deliver_early)
-        taken_at |= {id(asked): turn for asked, _ in taken}
-        pending += taken
-        if not pending:
-            return outcomes
-        deliver_early(outcomes)
-        batch = min(batches(pending), key=lambda batch: min(taken_at[id(asked)] for asked, _ in batch))
-        chosen = {id(asked) for asked, _ in batch}
-        pending = [item for item in pending if id(item[0]) not in chosen]
-        outcomes = analysed_batch(loaded, batch)
-
-
-def tokenized_waiting(loaded: LoadedModel, key: tuple[int, int], refuse: Callable[[list], None],
-                      ) -> list[tuple[AskedRun, list[int]]]:
-    """Take every run waiting for ``loaded`` on the collector's loop, with its token ids; a prompt over the page's
-    limits goes to ``refuse`` with its error."""
-    with _asking:
-        taken = _waiting.pop(key, [])
+def tokenized(loaded: LoadedModel, taken: list[AskedRun], refuse: Callable[[list], None],
+              ) -> list[tuple[AskedRun, list[int]]]:
+    """The runs taken, each with its token ids; a prompt over the page's limits goes to ``refuse`` with its
+    error."""
     refused, tokenized = [], []
     for asked in taken:
         try:

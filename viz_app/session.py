@@ -7,10 +7,10 @@ state that every view watches. A Run click's path:
     launcher(run_prompt)              background.py: a task of its own, so the click returns at once
          |
          v
-    run_prompt                        this file: under the worker's lock (session_worker.py), the busy line set
-         |
+    run_prompt                        this file: PageWork.run (work.py) cancels the page's last run, takes the
+         |                            page's turn and sets the busy line
          v
-    analysed_together                 run_batches.py: batched passes on a model thread (model_work.py) for the pages
+    RunBatcher.analysed_together      run_batches.py: batched passes on a model thread (model_work.py) for the pages
          |                            waiting, then analysis.py: sinks and residual norms, next tokens, the target
          v
     job.publish                       jobs.py, publishing.py: into the state under the document's lock, if the
@@ -24,7 +24,7 @@ state that every view watches. A Run click's path:
 
 What a tab asks for later is ``TabJobs``'s (``tab_jobs.py``: pattern, sweep, patching, attribution, NPZ) and
 ``LensReader``'s (the lens); the lessons and the Norms tab's comparison are ``lessons.py`` and ``comparison.py``.
-Each gets the session's ``SessionWorker``: the lock, the busy line and the model threads.
+Every job is one call of the page's ``PageWork.run`` (``work.py``).
 """
 
 from __future__ import annotations
@@ -47,12 +47,11 @@ from .lessons import LessonGuide
 from .model_names import outcome_rows, source_label
 from .model_work import on_one_core
 from .models import ModelOutcome, loading_progress, shared_model
-from .jobs import Job, SessionJobs
+from .jobs import Job
 from .npz_download import remove_npz
 from .publishing import BROWSER_DRAWING_SECONDS, Publisher
-from .run_batches import analysed_together
-from .session_worker import SessionWorker
 from .tab_jobs import TabJobs
+from .work import ModelWork, PageWork, process_model_work
 
 log = logging.getLogger(__name__)
 LOAD_PROGRESS_SECONDS = 0.5
@@ -61,16 +60,16 @@ LOAD_PROGRESS_SECONDS = 0.5
 class ExplorerSession:
     """Loads the configured models (once per process), then answers the state's requests."""
 
-    def __init__(self, sources: list[str], state: ExplorerState | None = None, document=None):
+    def __init__(self, sources: list[str], state: ExplorerState | None = None, document=None,
+                 model_work: ModelWork | None = None):
         self.sources = sources
         self.state = state or ExplorerState()
         self.publisher = Publisher(self.state, document)
-        self.worker = SessionWorker(self.publisher)
+        self.work = PageWork(model_work or process_model_work(), self.publisher)
         self.outcomes: list[ModelOutcome] = []
         self.loaded: LoadedModel | None = None
         self.launcher = BackgroundTasks().launcher
         self.predicted_target = ""  # the top prediction a run put in the target box, replaced by the next run's
-        self.jobs = SessionJobs(self.publisher)
         self.state.param.watch(self.launcher(self.run_prompt), "run_requested")
         self.state.param.watch(self.launcher(self.switch_model), "model")
         self.lens = LensReader(self)
@@ -145,37 +144,37 @@ class ExplorerSession:
         attribution and the sweep are computed when their views ask."""
         if self.loaded is None:
             return
-        state, loaded, job = self.state, self.loaded, self.jobs.start("run", None)
-        async with self.worker.lock:
-            if not job.current:
-                return
-            started = time.perf_counter()
-            analysis = await self.worker.reporting(f"Running the prompt through {loaded.display_name}…",
-                                                   analysed_together(loaded, state.prompt, state.bos,
-                                                                     self.typed_target(), self.target_as_written()))
-            if analysis is None:
-                self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
-                                            "download belong to the previous run")
-                return
-            run = analysis.run
-            match = analysis.target
-            target = state.target if match.typed else analysis.top_prediction
-            self.predicted_target = analysis.top_prediction
-            self.next_probabilities = (run, analysis.next_probabilities)
-            self.jobs.cancel("lens", "sweep", "pattern", "attribution", "npz", "patching")
-            typed_corrupted = state.corrupted_prompt not in ("", self.derived_corrupted)
-            self.derived_corrupted = corrupted_version(state.prompt)
-            job.publish(
-                family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
-                pattern=None, npz_link="", target=target, target_match=match, target_id=match.token_id,
-                layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
-                patching=None, patching_note="",
-                corrupted_prompt=state.corrupted_prompt if typed_corrupted else self.derived_corrupted,
-                message="", stale="", next_tokens=analysis.next_tokens,
-                status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
-                       f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
-            self.publisher.after_sent(lambda: self.read_lens_ahead(loaded, run, match.token_id),
-                                      delay=BROWSER_DRAWING_SECONDS)
+        state, loaded, started = self.state, self.loaded, time.perf_counter()
+        done = await self.work.run("run", f"Running the prompt through {loaded.display_name}…",
+                                   self.work.model_work.batcher(loaded).analysed_together, state.prompt, state.bos,
+                                   self.typed_target(), self.target_as_written(), for_run=None)
+        if done.error is not None:
+            self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
+                                        "download belong to the previous run")
+        if not (done.ran and done.job.current):
+            return
+        self.show_analysis(loaded, done.job, done.value, started)
+
+    def show_analysis(self, loaded: LoadedModel, job: Job, analysis, started: float) -> None:
+        """Publish what every view needs from a run's analysis, and read the lens ahead once it is drawn."""
+        state, run, match = self.state, analysis.run, analysis.target
+        target = state.target if match.typed else analysis.top_prediction
+        self.predicted_target = analysis.top_prediction
+        self.next_probabilities = (run, analysis.next_probabilities)
+        self.work.cancel("lens", "sweep", "pattern", "attribution", "npz", "patching")
+        typed_corrupted = state.corrupted_prompt not in ("", self.derived_corrupted)
+        self.derived_corrupted = corrupted_version(state.prompt)
+        job.publish(
+            family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
+            pattern=None, npz_link="", target=target, target_match=match, target_id=match.token_id,
+            layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
+            patching=None, patching_note="",
+            corrupted_prompt=state.corrupted_prompt if typed_corrupted else self.derived_corrupted,
+            message="", stale="", next_tokens=analysis.next_tokens,
+            status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
+                   f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
+        self.publisher.after_sent(lambda: self.read_lens_ahead(loaded, run, match.token_id),
+                                  delay=BROWSER_DRAWING_SECONDS)
 
     def read_lens_ahead(self, loaded: LoadedModel, run, target_id: int | None) -> None:
         """Read the lens grid's opening positions ahead, once the browser has had the run's views and time to draw
@@ -220,27 +219,27 @@ class ExplorerSession:
         there is no run yet."""
         if self.state.run is None or self.loaded is None:
             return None
-        return self.jobs.start(kind, self.state.run), self.state.target_id
+        return self.work.start(kind), self.state.target_id
 
     def forget_target_results(self, *_events) -> None:
         """A new target, readout or α makes the lens and the sweep stale: their jobs stop, and their views ask again
         when shown."""
-        self.jobs.cancel("lens", "sweep")
+        self.work.cancel("lens", "sweep")
         self.state.param.update(lens=None, lens_tokens=None, sweep=None)
 
     def forget_patching(self, *_events) -> None:
         """A new corrupted prompt or token makes the patching stale: its job stops, and its view asks again when
         shown."""
-        self.jobs.cancel("patching")
+        self.work.cancel("patching")
         self.state.param.update(patching=None, patching_note="")
 
     def forget_attribution(self, *_events) -> None:
         """A new run, position or target makes the attribution stale; its view asks again when shown."""
-        self.jobs.cancel("attribution")
+        self.work.cancel("attribution")
         self.state.attribution = None
 
     def stop_jobs(self) -> None:
         """Cancel every job (the page was closed): each stops at its next step and publishes nothing."""
-        self.jobs.cancel()
+        self.work.cancel()
         remove_npz(self.tab_jobs.npz_path)
         log.info("a page closed: its jobs stop")
