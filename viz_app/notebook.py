@@ -144,3 +144,11 @@ def explorer(models: LoadedModel | str | Sequence[str]) -> pn.Row:
     session.outcomes = outcomes
     session.offer_loaded(None)  # the state's model watcher switches to it and runs the prompt
     return explorer_inline(session.state)
+
+
+def flow_view(loaded: LoadedModel, run: Run, position: int = -1, threshold: float = 0.04, *, presenter: bool = False):
+    """Information-flow routes into ``position`` (-1: the last): each head's, residual's and MLP's share of the
+    stream it is added into, the edges at or below ``threshold`` hidden, with a slider and a position picker."""
+    from layouts.flow_view import FlowView
+    from model_backend.flow import information_flow
+    return FlowView(information_flow(loaded, run), position=position, threshold=threshold, presenter=presenter)
