@@ -3,9 +3,9 @@ chromium, clicking Run on their own prompt (32 to 128 tokens) at about the same 
 
 Prints the 50th and 95th percentiles and the maximum of Run -> updated (the status line shows the session's token
 count and its norms figures are drawn for that run), and checks that every session ends showing its own prompt,
-tokens and pinned card and nothing of another's. Targets at 30 sessions: p95 <= 3 s on the demo model, <= 2.5 s on
-SmolLM2-135M-Instruct, <= 6 s on the GPT-2-small shape. Exits with 1 when a session showed something not its own
-or the server logged a traceback.
+tokens and pinned card and nothing of another's, against each model's p95 target at 30 sessions
+(``TARGET_P95_SECONDS``). Exits with 1 when a session showed something not its own or the server logged a
+traceback.
 For reference it first prints the compute floor: the sessions' prompts through the plain forward one by one, in the
 page's own compute (precision and eager attention, logits at the last position: ``plain_forward.py``), with every
 position's logits, and in float32 eager; and the class's own

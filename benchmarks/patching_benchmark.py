@@ -8,10 +8,10 @@ Model: SmolLM2-135M-Instruct (30 blocks) from the project's cache, "Fact: the ca
 corrupted prompt's capture, which records the blocks' calls, then block 0's row; the clean run is the page's own run
 already), the time for all blocks' rows, and the unbatched sweep's time per cell, measured on ``--sweep-cells`` cells
 spread over blocks and sites and multiplied out to the whole grid (every cell costs one full forward, whatever it
-patches). Medians of ``--repeats`` runs, the precisions taking turns; the targets are 3 s for all three grids and 0.5 s
-to the first row. The batched patching leaves out the patches that change nothing (the positions before the swapped
-word): ``--corrupted`` times another pair, such as one that also differs at its first token, where every position is
-patched.
+patches). Medians of ``--repeats`` runs, the precisions taking turns; the targets are ``TARGET_SECONDS`` for all three
+grids and ``FIRST_ROW_TARGET_SECONDS`` to the first row. The batched patching leaves out the patches that change nothing
+(the positions before the swapped word): ``--corrupted`` times another pair, such as one that also differs at its first
+token, where every position is patched.
 
     python benchmarks/patching_benchmark.py [--repeats 5] [--sweep-cells 24] [--dtypes bfloat16-matmuls float32]
     python benchmarks/patching_benchmark.py --corrupted "Note: the capital city of Italy is"

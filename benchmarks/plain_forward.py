@@ -5,8 +5,8 @@ forward beside it for reference.
 The page computes in ``viz_app.settings.configured_compute`` (bfloat16 matmuls on a CPU that multiplies bfloat16
 natively): a ratio to the float32 forward would flatter the page by the precision's speed-up alone. A run reads
 the logits at its last position only (the lens and the attribution read others when asked): a ratio to
-``model(input_ids)``, which multiplies every position by the whole unembedding, would flatter it too, by a quarter
-of the pass for SmolLM2 at 512 tokens and by most of it for Gemma 3's 262,144-token vocabulary.
+``model(input_ids)``, which multiplies every position by the whole unembedding, would flatter it too, the more so
+the larger the vocabulary (``docs/performance.md`` has the figures).
 """
 
 from __future__ import annotations

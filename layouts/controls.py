@@ -60,7 +60,7 @@ def sidebar_controls(state: ExplorerState) -> list:
     prompt.param.watch(lambda _event: state.param.trigger("run_requested"), "enter_pressed")
     run = pn.widgets.Button.from_param(state.param.run_requested, color="primary", width=120)
     # A still bar: the animated one kept chromium repainting on a core the pass needs (benchmarks/page_benchmark.py,
-    # Run -> Norms drawn; the figures in benchmarks/README.md).
+    # Run -> Norms drawn; the figures in docs/performance.md).
     progress = pn.indicators.Progress(active=False, width=SIDEBAR_WIDTH - 20, visible=state.param.busy.rx.bool())
     download = pn.widgets.Button.from_param(state.param.npz_requested, color="light", width=SIDEBAR_WIDTH - 20,
                                             disabled=state.param.run.rx.is_(None))

@@ -66,8 +66,8 @@ class DiagramView(TabView):
         one card).
 
         At most ``CARDS_PER_REFRESH`` cards are made or filled per refresh, the newest first; the view asks for
-        another refresh for the rest. A link pins up to 32 cards; making them all in one call held the server's
-        event loop, every other page waiting (``benchmarks/fuzz_server.py`` measures the longest stall).
+        another refresh for the rest: a link can pin many cards, and making them all in one call would hold the
+        server's event loop, every other page waiting (``benchmarks/fuzz_server.py`` measures the longest stall).
         """
         family = self.state.family
         pinned = [p for p in dict.fromkeys(self.state.pinned) if parse_part_id(p, family, run.n_layers) is not None]

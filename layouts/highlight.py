@@ -70,8 +70,8 @@ def highlight_name(fig) -> str:
 def highlight_renderer(fig):
     """The figure's highlight boxes, or None before the first highlight.
 
-    Looked up among the figure's own renderers: Bokeh's ``select_one`` walks every model the figure references,
-    most of a Norms refresh (``benchmarks/classroom_load.py`` measures the class it holds up).
+    Looked up among the figure's own renderers: Bokeh's ``select_one`` would walk every model the figure
+    references at every refresh (``benchmarks/classroom_load.py`` measures the class it holds up).
     """
     name = highlight_name(fig)
     return next((renderer for renderer in fig.renderers if renderer.name == name), None)

@@ -202,7 +202,7 @@ class LogitLensView(TabView):
         self.grid.height = PRESENTER_FRAME_PIXELS + rows_height if self.state.presenter else min(640, 90 + rows_height)
         if opens:
             self.grid.x_range.update(start=max(run.seq_len - VISIBLE_POSITIONS, 0) - 0.5, end=run.seq_len - 0.5)
-            self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+            self.grid.xaxis.major_label_overrides = token_axis_labels(run.tokens, written_from=run.generated_from)
             show_ticks(self.grid.xaxis, range(run.seq_len))
         more = " · drag for more" if run.seq_len > VISIBLE_POSITIONS else ""
         self.grid.title.text = (f"Logit lens{' (raw, no final norm)' if lens.raw else ''}: top token · "
@@ -210,7 +210,7 @@ class LogitLensView(TabView):
 
     def show_cells(self, run: Run, lens: LogitLens, lens_tokens: np.ndarray) -> None:
         """Send the cells of positions read since the grid was last drawn for this lens (a lens grows a chunk at a
-        time: resending every cell would cost a megabyte per chunk at 512 tokens), or all of a new lens's."""
+        time, and resending every cell would send the whole grid again per chunk), or all of a new lens's."""
         (drawn_run, drawn_reading), drawn_positions = self.drawn
         positions = set(lens.positions.tolist())
         if drawn_run is run and drawn_reading == (lens.target_id, lens.raw) and drawn_positions <= positions:

@@ -74,7 +74,7 @@ def sink_summary(run: Run, sinks: SinkReport) -> str:
 
 def sink_columns_explained(n_layers: int) -> str:
     """What each column of the sink table measures and the threshold at which its signal fires, folded under one
-    line: open, it takes five lines at 1024×768 and pushes the heatmap below a projector's screen."""
+    line: open, it pushes the heatmap below a projector's screen."""
     middle = middle_layers(n_layers)
     return (f"<details class='sink-columns'><summary>What the columns measure, and when a signal fires</summary>"
             f"<b>norm ratio</b>: the position's residual norm over the median of the other "

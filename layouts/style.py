@@ -131,7 +131,7 @@ def token_axis_labels(tokens: list[str], positions=None) -> dict[int, str]:
 
 def show_ticks(axes, ticks) -> None:
     """Ticks at exactly ``ticks`` on each of ``axes``, changing the list of the axis's one ticker in place: a new
-    ticker model per run makes Bokeh walk the session's whole document again, most of a refresh's time."""
+    ticker model per run would make Bokeh walk the session's whole document again."""
     for axis in axes:
         if isinstance(axis.ticker, FixedTicker):
             axis.ticker.ticks = list(ticks)

@@ -2,8 +2,8 @@
 
 ``float32`` and ``bfloat16`` keep weights, stream and matmuls in one dtype. ``bfloat16-matmuls`` keeps the weights,
 the residual stream, the norms and the readout in float32 and runs only the blocks' matrix products in bfloat16
-(torch's autocast): on a CPU that multiplies bfloat16 natively its linear layers are several times faster, and
-"The capital of France is" still reads " Paris" (``docs/precision.md`` has the figures).
+(torch's autocast): on a CPU that multiplies bfloat16 natively its linear layers run faster, and "The capital of
+France is" still reads " Paris" (``docs/precision.md`` and ``docs/performance.md`` have the figures).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def cpu_multiplies_bfloat16() -> bool:
 
 def emulated_bfloat16_warning(device: str, dtype: str) -> str:
     """What to tell whoever chose bfloat16 for a CPU without bfloat16 instructions, or "": torch then emulates every
-    bfloat16 product, far slower than float32 (``docs/precision.md`` has the figures)."""
+    bfloat16 product in software, slower than in float32 (``docs/precision.md`` has the figures)."""
     if device != "cpu" or dtype not in ("bfloat16", "bfloat16-matmuls") or cpu_multiplies_bfloat16():
         return ""
     return (f"--dtype {dtype}: this CPU has no bfloat16 instructions ({' or '.join(NATIVE_BFLOAT16_FLAGS)}), so "

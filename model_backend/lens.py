@@ -95,9 +95,9 @@ def boundary_groups(n_boundaries: int, n_positions: int) -> list[range]:
     """Boundaries read through each slice of lm_head together: as many as make ``LOGIT_ROWS_PER_GROUP`` rows, in
     groups as even as they come, and the last boundary alone.
 
-    Each product streams its slice of the unembedding from memory: on a few rows it runs at a fraction of its speed,
-    on a few hundred at about its full speed (``benchmarks/lens_benchmark.py``). The last boundary is read alone and
-    whole, in the shape ``Run.read_logits`` uses."""
+    Each product streams its slice of the unembedding from memory, so a product on a few hundred rows costs little more
+    than one on a few (``benchmarks/lens_benchmark.py``). The last boundary is read alone and whole, in the shape
+    ``Run.read_logits`` uses."""
     per_group = max(1, LOGIT_ROWS_PER_GROUP // n_positions)
     n_groups = -(-(n_boundaries - 1) // per_group)
     per_group = -(-(n_boundaries - 1) // max(n_groups, 1))

