@@ -78,7 +78,7 @@ class AttentionView(TabView):
         matrix = pattern.mean(axis=0) if head is None else pattern[head]
         n = run.seq_len
         show_cells(self.pattern_fig, self.pattern_image, per_query_scaled(matrix), rows_down=True)
-        labels = token_axis_labels(run.tokens)
+        labels = token_axis_labels(run.tokens, written_from=run.generated_from)
         self.pattern_fig.xaxis.major_label_overrides = labels
         self.pattern_fig.yaxis.major_label_overrides = labels
         which = MEAN_OVER_HEADS if head is None else f"head {head}"

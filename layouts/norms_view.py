@@ -138,7 +138,7 @@ class NormsView(TabView):
         show_cells(self.heatmap, self.heatmap_image, norms)
         show_ticks(self.heatmap.yaxis, spaced_ticks(len(labels)))
         self.heatmap.yaxis.major_label_overrides = dict(enumerate(labels))
-        self.heatmap.xaxis.major_label_overrides = token_axis_labels(run.tokens)
+        self.heatmap.xaxis.major_label_overrides = token_axis_labels(run.tokens, written_from=run.generated_from)
         above_range = self.skip_first_in_colors and n > 1 and norms[:, 0].max() > high
         self.heatmap.title.text = (f"Residual norm · {n} tokens"
                                    + (" · magenta: above the colour range" if above_range else ""))
@@ -147,7 +147,7 @@ class NormsView(TabView):
                                 "color": viridis(len(labels))}
         self.sink_marks.data = sink_labels(sinks, norms)
         ticks = spaced_ticks(n)  # whole positions only: a tick between two read as a token
-        self.lines.xaxis.major_label_overrides = token_axis_labels(run.tokens, ticks)
+        self.lines.xaxis.major_label_overrides = token_axis_labels(run.tokens, ticks, written_from=run.generated_from)
         show_ticks(self.lines.xaxis, ticks)
         self.line_colors.high = len(labels) - 1
         self.lines.title.text = f"Norm per position, one line per boundary · {n} tokens"

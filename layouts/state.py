@@ -53,7 +53,23 @@ class ExplorerState(param.Parameterized):
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
     lesson = param.Integer(default=0, bounds=(0, 7), doc="the guided lesson's step on screen; 0: no lesson")
 
+    max_new_tokens = param.Integer(default=16, label="new tokens",
+                                   doc="how many tokens Write adds at most (1 to 128 on the page)")
+    sample = param.Boolean(default=False, label="sample", doc="sample with temperature, top-k and top-p; off: greedy")
+    temperature = param.Number(default=0.8, label="temperature", doc="divides the logits before sampling (above 0)")
+    top_k = param.Integer(default=50, label="top-k", doc="sample among the k likeliest tokens (at least 1)")
+    top_p = param.Number(default=1.0, label="top-p", doc="sample among the likeliest tokens whose probabilities "
+                                                         "reach p, in (0, 1]")
+    seed = param.Integer(default=0, label="seed", doc="the sampler's seed: the same seed writes the same text")
+    steer = param.Boolean(default=False, label="steer", doc="add α·(toward − away) to one block's input while writing")
+    steer_block = param.Integer(default=0, label="steer block", doc="the block whose input the vector is added to")
+    steer_toward = UrlText(default="", label="toward", doc="the text whose layer_input the vector points to")
+    steer_away = UrlText(default="", label="away from", doc="the text whose layer_input the vector points from")
+    steer_alpha = param.Number(default=4.0, label="α", doc="the steering vector's strength")
+
     run_requested = param.Event(label="Run", doc="run the prompt")
+    write_requested = param.Event(label="Write", doc="continue the prompt, one token at a time")
+    stop_requested = param.Event(label="Stop", doc="stop writing, keeping what was written")
     lens_requested = param.Event(doc="read the logit lens of the run (asked by its view once shown)")
     attribution_requested = param.Event(doc="attribute the run's logit (asked by its view once shown)")
     pattern_requested = param.Event(doc="recompute block ``layer``'s attention pattern (asked by its view once shown)")
@@ -95,6 +111,8 @@ class ExplorerState(param.Parameterized):
     npz_megabytes = param.Number(default=0.0, doc="the NPZ file's size")
     lesson_text = param.String(default="", doc="the lesson step's text (HTML) with the current run's numbers")
     highlight = param.Dict(default={}, doc="the lesson step's marks: figure name -> [{at, label}], from this run")
+    writing = param.Parameter(default=None, doc="WrittenText: the continuation being written or last written")
+    write_check = param.String(default="", doc="the steering's check (α = 0 writes the plain text), as HTML")
     url_note = param.String(default="", doc="what of the page's link could not be used, and what is used instead")
 
     @param.depends("layer", "run", watch=True)

@@ -122,11 +122,16 @@ def add_color_bar(fig: figure, mapper, title: str) -> None:
                             major_label_text_font_size=TICK_SIZE, width=14), "right")
 
 
-def token_axis_labels(tokens: list[str], positions=None) -> dict[int, str]:
+WRITTEN_MARK = "»"  # before a token the model wrote itself (Write), on every token axis
+
+
+def token_axis_labels(tokens: list[str], positions=None, written_from: int | None = None) -> dict[int, str]:
     """Tick labels ``position: token`` for a positions axis (canvas text, so no HTML escaping is involved), at every
-    position or only at ``positions`` (an axis whose ticks stay there: the other labels would never show)."""
+    position or only at ``positions`` (an axis whose ticks stay there: the other labels would never show); the
+    positions from ``written_from`` on, which the model wrote, carry ``WRITTEN_MARK``."""
     shown = range(len(tokens)) if positions is None else positions
-    return {position: f"{position}:{visible_token(tokens[position])}" for position in shown}
+    return {position: f"{position}:{WRITTEN_MARK if written_from is not None and position >= written_from else ''}"
+                      f"{visible_token(tokens[position])}" for position in shown}
 
 
 def show_ticks(axes, ticks) -> None:

@@ -43,11 +43,11 @@ def reference_flow(loaded, token_ids: np.ndarray) -> dict[str, np.ndarray]:
     handles = []
     for layer, block in enumerate(blocks):
         attention, mlp = (block.attn, block.mlp) if gpt2 else (block.self_attn, block.mlp)
-        handles += [block.register_forward_pre_hook(lambda _m, args, kwargs, l=layer: read.__setitem__(
-                        ("input", l), (args[0] if args else kwargs["hidden_states"])[0]), with_kwargs=True),
-                    attention.register_forward_hook(lambda _m, _a, out, l=layer: read.__setitem__(("attn", l),
+        handles += [block.register_forward_pre_hook(lambda _m, args, kwargs, at=layer: read.__setitem__(
+                        ("input", at), (args[0] if args else kwargs["hidden_states"])[0]), with_kwargs=True),
+                    attention.register_forward_hook(lambda _m, _a, out, at=layer: read.__setitem__(("attn", at),
                                                                                                   out[0][0])),
-                    mlp.register_forward_hook(lambda _m, _a, out, l=layer: read.__setitem__(("mlp", l), out[0]))]
+                    mlp.register_forward_hook(lambda _m, _a, out, at=layer: read.__setitem__(("mlp", at), out[0]))]
     try:
         with torch.no_grad():
             output = model(torch.from_numpy(token_ids)[None], output_attentions=True, use_cache=False)
@@ -136,12 +136,12 @@ def test_the_parts_sum_to_transformers_own_stream_after_the_attention(family_mod
     handles = []
     for layer in range(loaded.n_layers):
         handles.append(loaded.module("layer", layer).register_forward_pre_hook(
-            lambda _m, args, kwargs, l=layer: read.__setitem__(("input", l), (args[0] if args else
+            lambda _m, args, kwargs, at=layer: read.__setitem__(("input", at), (args[0] if args else
                                                                               kwargs["hidden_states"])[0]),
             with_kwargs=True))
         module = loaded.module("attention_post_norm" if writer else "attention", layer)
         handles.append(module.register_forward_hook(
-            lambda _m, _a, out, l=layer: read.__setitem__(("write", l), (out if writer else out[0])[0])))
+            lambda _m, _a, out, at=layer: read.__setitem__(("write", at), (out if writer else out[0])[0])))
     try:
         with torch.no_grad():
             loaded.model(torch.from_numpy(run.token_ids)[None], use_cache=False)

@@ -18,13 +18,14 @@ from layouts.patching_view import PatchingView
 from layouts.run_summary import next_tokens_panel, stale_banner
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
+from layouts.writing_view import WritingView
 
 from .checkbox_labels import label_clicks_toggle_checkboxes
 
 TITLE = "Residual Stream Explorer"
-TABS = (("Block diagram", DiagramView), ("Norms & sinks", NormsView), ("Cosine similarity", SimilarityView),
-        ("Logit lens", LogitLensView), ("Logit attribution", AttributionView), ("Attention", AttentionView),
-        ("Intervention", InterventionView), ("Patching", PatchingView))
+TABS = (("Block diagram", DiagramView), ("Write", WritingView), ("Norms & sinks", NormsView),
+        ("Cosine similarity", SimilarityView), ("Logit lens", LogitLensView), ("Logit attribution", AttributionView),
+        ("Attention", AttentionView), ("Intervention", InterventionView), ("Patching", PatchingView))
 TAB_HEADERS_WRAP = ".bk-headers-wrapper { flex-wrap: wrap; }"  # every tab reachable at 1024 pixels, none scrolled away
 # Presenter mode's tab headers: as large as the least text, all seven on two rows at 1024 pixels.
 PRESENTER_TAB_HEADERS = ".bk-tab { font-size: 20px; padding: 3px 10px; }"

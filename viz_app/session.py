@@ -51,6 +51,7 @@ from .jobs import Job
 from .npz_download import remove_npz
 from .publishing import BROWSER_DRAWING_SECONDS, Publisher
 from .tab_jobs import TabJobs
+from .writing import Writer
 from .work import ModelWork, PageWork, process_model_work
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class ExplorerSession:
         self.state.param.watch(self.forget_target_results, ["target_id", "raw_lens", "alpha"])
         self.lessons = LessonGuide(self)
         self.comparison = NormsComparison(self)
+        self.writer = Writer(self)
 
     @property
     def available(self) -> list[str]:
@@ -145,6 +147,7 @@ class ExplorerSession:
         if self.loaded is None:
             return
         state, loaded, started = self.state, self.loaded, time.perf_counter()
+        self.work.cancel("write")  # what was written so far stays in the Write tab
         done = await self.work.run("run", f"Running the prompt through {loaded.display_name}…",
                                    self.work.model_work.batcher(loaded).analysed_together, state.prompt, state.bos,
                                    self.typed_target(), self.target_as_written(), for_run=None)
@@ -155,8 +158,9 @@ class ExplorerSession:
             return
         self.show_analysis(loaded, done.job, done.value, started)
 
-    def show_analysis(self, loaded: LoadedModel, job: Job, analysis, started: float) -> None:
-        """Publish what every view needs from a run's analysis, and read the lens ahead once it is drawn."""
+    def show_analysis(self, loaded: LoadedModel, job: Job, analysis, started: float, note: str = "") -> None:
+        """Publish what every view needs from a run's analysis (``note`` ends its status line), and read the lens
+        ahead once it is drawn."""
         state, run, match = self.state, analysis.run, analysis.target
         target = state.target if match.typed else analysis.top_prediction
         self.predicted_target = analysis.top_prediction
@@ -172,7 +176,8 @@ class ExplorerSession:
             corrupted_prompt=state.corrupted_prompt if typed_corrupted else self.derived_corrupted,
             message="", stale="", next_tokens=analysis.next_tokens,
             status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "
-                   f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s")
+                   f"pass {run.seconds:.2f} s · analyses {time.perf_counter() - started:.2f} s"
+                   + (f" · {note}" if note else ""))
         self.publisher.after_sent(lambda: self.read_lens_ahead(loaded, run, match.token_id),
                                   delay=BROWSER_DRAWING_SECONDS)
 

@@ -1,0 +1,109 @@
+"""The Write tab in a real browser on the tiny GPT-2: the tokens the page writes are the backend's greedy ones, the
+written text becomes the run every tab shows (its positions marked on the token axes), the commitment strip is
+drawn and a click on it opens the logit lens, a steering shows the plain continuation beside it with the α = 0
+check, and bad settings are refused with a message while the page stays usable."""
+
+from __future__ import annotations
+
+from playwright.sync_api import Page, expect
+
+from model_backend.generation import WriteSettings, generate_tokens
+from model_backend.steering import Steering, steering_for
+from model_backend.tokens import encode_prompt, token_strings, visible_token
+from page_driving.locators import AXIS_LABELS, FIND_VIEW
+from page_driving.sync_steps import run_prompt, show_tab
+from test_page import ARTIFACTS
+
+PROMPT = "The capital of France is"
+NEW_TOKENS = 6
+STRIP_CELLS = f"""() => [...(({FIND_VIEW})("commitment_strip")?.model.renderers[0].data_source.data.token ?? [])]"""
+STRIP_CELL_CENTER = f"""index => {{
+    const view = ({FIND_VIEW})("commitment_strip");
+    view.el.scrollIntoView({{block: "center"}});
+    const canvas = view.canvas_view.el.getBoundingClientRect();
+    return {{x: canvas.left + view.frame.x_scale.compute(index), y: canvas.top + view.frame.y_scale.compute(0)}};
+}}"""
+
+
+def field(page: Page, label: str):
+    """The Write tab's input under ``label``."""
+    return page.locator(".bk-input-group", has_text=label).locator("input").first
+
+
+def set_field(page: Page, label: str, value) -> None:
+    box = field(page, label)
+    box.fill(str(value))
+    box.press("Enter")
+    page.wait_for_timeout(300)
+
+
+def write(page: Page) -> None:
+    """Press Write and wait until the text is captured in one pass."""
+    page.get_by_role("button", name="Write").click()
+    expect(page.locator(".write-status")).to_contain_text("captured in one pass", timeout=60_000)
+    expect(page.locator(".status-line")).not_to_contain_text("…", timeout=60_000)
+
+
+def test_the_page_writes_the_backend_s_tokens_and_every_tab_shows_them(page_with_checks, tiny_model):
+    page = page_with_checks
+    prompt_ids = encode_prompt(tiny_model, PROMPT, bos=True)
+    expected = generate_tokens(tiny_model, prompt_ids, WriteSettings(max_new_tokens=NEW_TOKENS))
+    written = [visible_token(token) for token in token_strings(tiny_model, expected.generated_ids.tolist())]
+    run_prompt(page, PROMPT, len(prompt_ids))
+    page.locator(".bk-tab", has_text="Write").click()
+    set_field(page, "new tokens", NEW_TOKENS)
+    write(page)
+    total = len(prompt_ids) + len(expected.generated_ids)
+    expect(page.locator(".status-line")).to_contain_text(f" {total} tokens ")
+    expect(page.locator(".status-line")).to_contain_text(f"{len(expected.generated_ids)} written")
+    page.wait_for_function(f"() => ({STRIP_CELLS})().length === {len(written)}", timeout=30_000)
+    assert page.evaluate(STRIP_CELLS) == written
+    assert page.locator(".write-steps tr").count() == len(written) + 1  # a row per step, and the header
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "page-write.png", full_page=True)
+
+    show_tab(page, "Norms & sinks", total)
+    labels = page.evaluate(AXIS_LABELS, "norms_heatmap")
+    assert len(labels) == total
+    assert all("»" in label for label in labels[len(prompt_ids):]) and not any("»" in label for label in
+                                                                                  labels[:len(prompt_ids)])
+
+    page.locator(".bk-tab", has_text="Write").click()
+    point = page.evaluate(STRIP_CELL_CENTER, 0)
+    page.mouse.click(point["x"], point["y"])
+    expect(page.locator(".bk-tab.bk-active")).to_have_text("Logit lens", timeout=10_000)
+
+
+def test_a_steered_continuation_is_shown_beside_the_plain_one_with_its_check(page_with_checks, tiny_model):
+    page = page_with_checks
+    prompt_ids = encode_prompt(tiny_model, PROMPT, bos=True)
+    steering = Steering(1, " dog", " cat", 8.0)
+    vector = steering_for(tiny_model, steering, bos=True)
+    steered = generate_tokens(tiny_model, prompt_ids, WriteSettings(max_new_tokens=NEW_TOKENS), vector)
+    run_prompt(page, PROMPT, len(prompt_ids))
+    page.locator(".bk-tab", has_text="Write").click()
+    set_field(page, "new tokens", NEW_TOKENS)
+    page.locator(".bk-label", has_text="steer").first.click()  # the checkbox's label
+    set_field(page, "steer block", 1)
+    set_field(page, "toward", " dog")
+    set_field(page, "away from", " cat")
+    set_field(page, "α", 8)
+    write(page)
+    expect(page.locator(".write-check")).to_contain_text("holds", timeout=60_000)
+    expect(page.locator(".write-compare")).to_contain_text("plain")
+    assert page.evaluate(STRIP_CELLS) == [visible_token(token) for token in
+                                          token_strings(tiny_model, steered.generated_ids.tolist())]
+    expect(page.locator(".status-line")).to_contain_text("steered: +8·v at block 1")
+
+
+def test_bad_write_settings_are_refused_and_the_page_stays_usable(page_with_checks, tiny_model):
+    page = page_with_checks
+    prompt_ids = encode_prompt(tiny_model, PROMPT, bos=True)
+    run_prompt(page, PROMPT, len(prompt_ids))
+    page.locator(".bk-tab", has_text="Write").click()
+    set_field(page, "new tokens", 500)
+    page.get_by_role("button", name="Write").click()
+    expect(page.locator(".error-line").first).to_contain_text("new tokens must be 1 to 128",
+                                                                           timeout=10_000)
+    set_field(page, "new tokens", 2)
+    write(page)
