@@ -14,9 +14,12 @@ if TYPE_CHECKING:  # F401 below: each name is exported by __getattr__ and __all_
     from .attribution import LogitAttribution, direct_logit_attribution  # noqa: F401
     from .boundaries import residual_boundaries  # noqa: F401
     from .capture import capture_batch, capture_run, capture_token_ids  # noqa: F401
+    from .commitment import commitment_blocks  # noqa: F401
     from .errors import (BackendError, ModelLoadError, ModelNotCachedError, ModelNotFoundError,  # noqa: F401
                          ModelPreparationError, PromptError, UnsupportedArchitectureError)
     from .export import write_npz  # noqa: F401
+    from .generation import (DecodeStep, Decoder, Generation, WriteSettings, capture_generation,  # noqa: F401
+                             generate_tokens, start_decoding)
     from .interventions import (ScalingSweep, clean_logprob, scaled_logprob, scaling_sweep,  # noqa: F401
                                 unscaled_logprob)
     from .lens import LogitLens, joined_lens, logit_lens  # noqa: F401
@@ -27,15 +30,20 @@ if TYPE_CHECKING:  # F401 below: each name is exported by __getattr__ and __all_
     from .run import Run  # noqa: F401
     from .similarity import (LaminarProfile, laminar_profile, token_across_layers,  # noqa: F401
                              tokens_within_layer)
+    from .steering import (Steering, SteeringVector, steered, steering_for, steering_report,  # noqa: F401
+                           steering_vector)
 
 EXPORTS = {
     "attribution": ("LogitAttribution", "direct_logit_attribution"),
     "boundaries": ("residual_boundaries",),
     "capture": ("capture_batch", "capture_run", "capture_token_ids"),
+    "commitment": ("commitment_blocks",),
     "errors": ("BackendError", "ModelLoadError", "ModelNotCachedError", "ModelNotFoundError",
                "ModelPreparationError", "PromptError",
                "UnsupportedArchitectureError"),
     "export": ("write_npz",),
+    "generation": ("DecodeStep", "Decoder", "Generation", "WriteSettings", "capture_generation", "generate_tokens",
+                   "start_decoding"),
     "interventions": ("ScalingSweep", "clean_logprob", "scaled_logprob", "scaling_sweep", "unscaled_logprob"),
     "loaded_model": ("LoadedModel",),
     "loading": ("load_model",),
@@ -44,6 +52,7 @@ EXPORTS = {
     "patching": ("Patching", "activation_patching", "patched_blocks", "patching_pair"),
     "run": ("Run",),
     "similarity": ("LaminarProfile", "laminar_profile", "token_across_layers", "tokens_within_layer"),
+    "steering": ("Steering", "SteeringVector", "steered", "steering_for", "steering_report", "steering_vector"),
 }
 MODULE_OF = {name: module for module, names in EXPORTS.items() for name in names}
 __all__ = sorted(MODULE_OF)

@@ -1,8 +1,11 @@
 """Command line: ``python -m model_backend export --model NAME --prompt TEXT [--bos] --out FILE.npz`` runs one prompt
 and writes every captured value; ``python -m model_backend patch --model NAME --clean TEXT --corrupted TEXT
 [--answer TOKEN] [--wrong TOKEN] [--bos] --out FILE.npz`` writes activation patching's grids;
-``python -m model_backend flow --model NAME --prompt TEXT [--bos] --out FILE.npz`` writes the information-flow shares;
-``python -m model_backend prepare NAME`` makes a model ready to load offline."""
+``python -m model_backend generate --model NAME --prompt TEXT [--bos] --max-new-tokens N [--temperature T --top-k K
+--top-p P --seed S] [--steer-block B --steer-toward TEXT --steer-away TEXT --steer-alpha A] [--dtype D] --out
+FILE.npz`` writes a continuation and its steps; ``python -m model_backend flow --model NAME --prompt TEXT [--bos]
+--out FILE.npz`` writes the information-flow shares; ``python -m model_backend prepare NAME`` makes a model ready to
+load offline."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from .capture import capture_run
 from .errors import BackendError
 from .export import EXPORT_TOP_K, write_npz, write_patching_npz
 from .flow_command import add_flow_arguments, flow
+from .generate_command import add_generate_arguments, generate
 from .loading import load_model
 from .patching import activation_patching
 
@@ -40,6 +44,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     patch.add_argument("--wrong", help="the wrong token's text (default: the corrupted run's top prediction)")
     patch.add_argument("--bos", action="store_true", help="put the model's BOS token first in both prompts")
     patch.add_argument("--out", required=True, help="the .npz file to write")
+    add_generate_arguments(commands, MODEL_HELP)
     add_flow_arguments(commands, MODEL_HELP)
     prepare = commands.add_parser("prepare", help="load a model once (downloading or preparing it), so that it "
                                                   "later loads without network; prints where it is kept")
@@ -75,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
     transformers_logging.disable_progress_bar()
     try:
-        print({"export": export, "patch": patch, "flow": flow, "prepare": prepare}[arguments.command](arguments))
+        commands = {"export": export, "patch": patch, "generate": generate, "flow": flow, "prepare": prepare}
+        print(commands[arguments.command](arguments))
     except (BackendError, OSError, MemoryError) as error:
         print(f"error: {error}".splitlines()[0], file=sys.stderr)
         return 2

@@ -23,23 +23,31 @@ from .loaded_model import LoadedModel
 from .names import VALUES_BY_NAME, full_name
 from .readout import unembed
 from .run import Run
+from .steering import SteeringVector, steered
 from .tokens import check_fits, encode_prompt, sequence_strings
 
 NOT_HOOKED = ("logits", "attention_probabilities")  # computed when first read (Run.logits, Run.attention_probabilities)
 
 
-def capture_run(loaded: LoadedModel, prompt: str, *, bos: bool = False) -> Run:
-    """Run ``prompt`` through the model once and return every standardized value it computed."""
-    return capture_token_ids(loaded, encode_prompt(loaded, prompt, bos=bos), prompt=prompt, bos=bos)
+def capture_run(loaded: LoadedModel, prompt: str, *, bos: bool = False, steering: SteeringVector | None = None,
+                ) -> Run:
+    """Run ``prompt`` through the model once and return every standardized value it computed (``steering``: with
+    that vector added to its block's input, see ``steering.py``)."""
+    return capture_token_ids(loaded, encode_prompt(loaded, prompt, bos=bos), prompt=prompt, bos=bos,
+                             steering=steering)
 
 
-def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str = "", bos: bool = False) -> Run:
-    """The same capture for token ids already made (a benchmark, or a researcher's own tokenization)."""
-    return capture_batch(loaded, [token_ids], prompts=[prompt], bos=[bos])[0]
+def capture_token_ids(loaded: LoadedModel, token_ids: list[int], *, prompt: str = "", bos: bool = False,
+                      steering: SteeringVector | None = None, generated_from: int | None = None) -> Run:
+    """The same capture for token ids already made (a benchmark, a researcher's own tokenization, or a prompt and
+    what the model wrote after it from ``generated_from`` on)."""
+    run = capture_batch(loaded, [token_ids], prompts=[prompt], bos=[bos], steering=steering)[0]
+    run.generated_from = generated_from
+    return run
 
 
 def capture_batch(loaded: LoadedModel, token_lists: list[list[int]], *, prompts: list[str] | None = None,
-                  bos: list[bool] | None = None) -> list[Run]:
+                  bos: list[bool] | None = None, steering: SteeringVector | None = None) -> list[Run]:
     """Several prompts' captures from one pass: their token ids right-padded into one batch with an attention mask,
     so that each row's positions and mask are those of its pass alone, then cut into one Run each.
 
@@ -57,7 +65,8 @@ def capture_batch(loaded: LoadedModel, token_lists: list[list[int]], *, prompts:
     # A lone pass gets no mask: the model's own causal mask is its mask.
     mask = None if len(lengths) == 1 else (torch.arange(width) < torch.tensor(lengths)[:, None]).long().to(device)
     started = time.perf_counter()
-    with loaded.computing(), recorder.hooked():
+    # The steering hook is registered first, so that the capture's hooks read the block's input it changed.
+    with loaded.computing(), steered(loaded, steering), recorder.hooked():
         # lm_head runs for the last position only: the full [seq, vocab] logits cost a fifth of a GPT-2 pass, and
         # ``Run.logits`` computes them from final_norm_output with the same module when first read.
         loaded.model(input_ids=padded, attention_mask=mask, use_cache=False, logits_to_keep=1)
@@ -80,6 +89,7 @@ def capture_batch(loaded: LoadedModel, token_lists: list[list[int]], *, prompts:
         seconds=seconds,
         recompute_pattern=recorder.pattern_recomputer(row),
         read_logits=logits_reader(loaded, recorder.values[row]["final_norm_output"]),
+        steering=steering,
     ) for row in range(len(lengths))]
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .names import MODEL_VALUES, full_name, parse_full_name
+
+if TYPE_CHECKING:
+    from .steering import SteeringVector
 
 
 @dataclass
@@ -36,6 +40,8 @@ class Run:
     seconds: float
     recompute_pattern: Callable[[int], np.ndarray] = field(repr=False)
     read_logits: Callable[[object], np.ndarray] = field(repr=False)  # positions -> [positions, vocab]
+    steering: SteeringVector | None = None  # the vector added to a block's input in this pass (``steering.py``)
+    generated_from: int | None = None  # the first position the model wrote itself (``generation.py``); None: none
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.logits if key == "logits" else self.values[key]

@@ -1,0 +1,128 @@
+"""Activation steering: one block's input shifted by alpha times the difference of two texts' streams.
+
+The vector is ``layers.{B}.layer_input`` of the toward-text at its last position minus the away-text's, each
+captured as a prompt is. Steering adds ``alpha * vector`` to block B's input at every position of a pass, through a
+hook that acts only in the thread that runs the pass (``hooks.py``) and lives only as long as that pass: other
+sessions' passes through the same model are never steered.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .errors import PromptError
+from .hooks import hook_input
+from .names import full_name
+
+if TYPE_CHECKING:
+    from .loaded_model import LoadedModel
+    from .run import Run
+
+
+@dataclass(frozen=True)
+class Steering:
+    """What to steer with, as a user asks for it: the block whose input is shifted, the two texts, and alpha."""
+
+    block: int
+    toward: str
+    away: str
+    alpha: float
+
+    def __post_init__(self):
+        for side, text in (("toward", self.toward), ("away", self.away)):
+            if not text or text.isspace():
+                raise PromptError(f"the steering's {side} text is empty: type a word or phrase to steer {side}")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not math.isfinite(self.alpha):
+            raise PromptError(f"the steering's alpha must be a finite number, not {self.alpha!r}")
+
+    def check_block(self, loaded: LoadedModel) -> None:
+        """Refuse a block the model does not have."""
+        if isinstance(self.block, bool) or not isinstance(self.block, int) or not 0 <= self.block < loaded.n_layers:
+            raise PromptError(f"the steering block must be one of 0..{loaded.n_layers - 1} "
+                              f"({loaded.display_name} has {loaded.n_layers} blocks), not {self.block!r}")
+
+
+@dataclass(frozen=True)
+class SteeringVector:
+    """A steering made ready: the vector [hidden] (float32) added, times ``alpha``, to block ``block``'s input."""
+
+    block: int
+    alpha: float
+    vector: np.ndarray = field(repr=False)
+    toward: str
+    away: str
+
+    @property
+    def norm(self) -> float:
+        """The vector's own norm (before alpha)."""
+        return float(np.linalg.norm(self.vector.astype(np.float64)))
+
+    def shift(self) -> np.ndarray:
+        """What is added at every position: ``alpha * vector`` rounded to float32 once."""
+        return (np.float32(self.alpha) * self.vector).astype(np.float32)
+
+
+def steering_vector(loaded: LoadedModel, steering: Steering, bos: bool) -> np.ndarray:
+    """``layers.{B}.layer_input`` of the toward-text at its last position minus the away-text's [hidden], each text
+    captured as a prompt is (with the model's BOS token first when ``bos``)."""
+    from .capture import capture_run  # capture imports this module for ``steered``
+
+    steering.check_block(loaded)
+    name = full_name("layer_input", steering.block)
+    toward, away = (capture_run(loaded, text, bos=bos)[name][-1] for text in (steering.toward, steering.away))
+    return (toward - away).astype(np.float32)
+
+
+def steering_for(loaded: LoadedModel, steering: Steering, *, bos: bool = False) -> SteeringVector:
+    """A steering made ready to apply: its vector computed on ``loaded``."""
+    return SteeringVector(block=steering.block, alpha=float(steering.alpha),
+                          vector=steering_vector(loaded, steering, bos), toward=steering.toward, away=steering.away)
+
+
+@contextmanager
+def steered(loaded: LoadedModel, steering: SteeringVector | None):
+    """Within it, this thread's passes have ``alpha * vector`` added to block B's input at every position (a forward
+    pre-hook on the block, removed on exit); ``None`` steers nothing."""
+    if steering is None:
+        yield
+        return
+    block = loaded.module("layer", steering.block)
+    shift = torch.from_numpy(steering.shift())
+
+    def add_shift(_module, args, kwargs):
+        if args:
+            hidden = args[0]
+            return (hidden + shift.to(device=hidden.device, dtype=hidden.dtype), *args[1:]), kwargs
+        hidden = kwargs["hidden_states"]
+        return args, {**kwargs, "hidden_states": hidden + shift.to(device=hidden.device, dtype=hidden.dtype)}
+
+    handle = hook_input(block, add_shift, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+@dataclass(frozen=True)
+class SteeringReport:
+    """The vector's size against the stream it is added to: a shift far below the stream's norm changes little."""
+
+    block: int
+    vector_norm: float  # ||alpha * vector||
+    median_input_norm: float  # the median over positions of ||layers.{B}.layer_input|| in the run
+    ratio: float  # vector_norm / median_input_norm
+
+
+def steering_report(run: Run, steering: SteeringVector) -> SteeringReport:
+    """How large the shift ``alpha * vector`` is beside the median norm of block B's input over the run's positions."""
+    norms = np.linalg.norm(run[full_name("layer_input", steering.block)].astype(np.float64), axis=-1)
+    median = float(np.median(norms))
+    shift_norm = abs(steering.alpha) * steering.norm
+    return SteeringReport(block=steering.block, vector_norm=shift_norm, median_input_norm=median,
+                          ratio=shift_norm / median if median > 0 else float("inf"))
