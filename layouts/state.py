@@ -66,6 +66,8 @@ class ExplorerState(param.Parameterized):
     steer_toward = UrlText(default="", label="toward", doc="the text whose layer_input the vector points to")
     steer_away = UrlText(default="", label="away from", doc="the text whose layer_input the vector points from")
     steer_alpha = param.Number(default=4.0, label="α", doc="the steering vector's strength")
+    write = param.Boolean(default=False, doc="a link's ask: write once its prompt has run (a link to a written text "
+                                             "writes the same tokens again)")
 
     run_requested = param.Event(label="Run", doc="run the prompt")
     write_requested = param.Event(label="Write", doc="continue the prompt, one token at a time")

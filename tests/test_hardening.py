@@ -36,7 +36,9 @@ def arguments(**values: str) -> dict[str, list[bytes]]:
 
 @pytest.mark.parametrize("key, value", [("layer", "²"), ("token", "²"), ("layer", "true"), ("layer", "-1"),
                                         ("layer", "9" * 400), ("bos", "2"), ("pinned", "{}"), ("pinned", "[[["),
-                                        ("prompt", "x" * (PROMPT_MAX_BYTES + 1))])
+                                        ("prompt", "x" * (PROMPT_MAX_BYTES + 1)), ("temperature", "nan"),
+                                        ("steer_alpha", "inf"), ("top_k", "1.5"), ("seed", "x"), ("write", "yes"),
+                                        ("max_new_tokens", "9" * 40)])
 def test_a_bad_url_value_falls_back_to_its_default_with_a_note(key, value):
     choices, notes = url_choices(arguments(**{key: value}))
     assert key not in choices and len(notes) == 1 and "default" in notes[0]
@@ -71,6 +73,20 @@ def test_the_url_written_reads_back_as_the_same_choices():
     assert url_choices(parsed)[0]["target_as_written"] == " London"
     typed_over = ExplorerState(target="Paris", target_as_written=" London")  # another word typed since
     assert "target_as_written" not in url_query(typed_over)
+
+
+def test_a_link_keeps_the_write_settings_that_differ_from_the_defaults_and_reads_them_back():
+    state = ExplorerState(max_new_tokens=32, sample=True, temperature=0.7, top_p=0.9, seed=5, steer=True,
+                          steer_block=10, steer_toward=" dog", steer_away="cat & <b>", steer_alpha=6.5)
+    query = url_query(state)
+    assert "top_k" not in query and "write=" not in query  # a default, and nothing written yet
+    parsed = {key: [value.encode() for value in values] for key, values in parse_qs(query[1:]).items()}
+    choices, notes = url_choices(parsed)
+    assert notes == []
+    assert {key: choices[key] for key in ("max_new_tokens", "sample", "temperature", "top_p", "seed", "steer",
+                                          "steer_block", "steer_toward", "steer_away", "steer_alpha")} == {
+        "max_new_tokens": 32, "sample": True, "temperature": 0.7, "top_p": 0.9, "seed": 5, "steer": True,
+        "steer_block": 10, "steer_toward": " dog", "steer_away": "cat & <b>", "steer_alpha": 6.5}
 
 
 def test_a_prompt_over_the_byte_limit_is_refused_before_tokenizing(gpt2, monkeypatch):

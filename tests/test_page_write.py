@@ -58,6 +58,14 @@ def test_the_page_writes_the_backend_s_tokens_and_every_tab_shows_them(page_with
     expect(page.locator(".status-line")).to_contain_text(f"{len(expected.generated_ids)} written")
     page.wait_for_function(f"() => ({STRIP_CELLS})().length === {len(written)}", timeout=30_000)
     assert page.evaluate(STRIP_CELLS) == written
+    assert f"max_new_tokens={NEW_TOKENS}" in page.url and "write=true" in page.url
+    student = page.context.new_page()  # the teacher's link on another device writes the same tokens
+    student.goto(page.url)
+    expect(student.locator(".status-line")).to_contain_text(f"{len(expected.generated_ids)} written", timeout=60_000)
+    student.locator(".bk-tab", has_text="Write").click()
+    student.wait_for_function(f"() => ({STRIP_CELLS})().length === {len(written)}", timeout=30_000)
+    assert student.evaluate(STRIP_CELLS) == written
+    student.close()
     assert page.locator(".write-steps tr").count() == len(written) + 1  # a row per step, and the header
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / "page-write.png", full_page=True)

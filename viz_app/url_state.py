@@ -8,6 +8,8 @@ length; a bad one falls back to its default, with a one-line note on the page.
 from __future__ import annotations
 
 import json
+import math
+import re
 from urllib.parse import urlencode
 
 import panel as pn
@@ -18,8 +20,10 @@ from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
 from viz_app.panel_internals import PageLocation
 
+WRITE_KEYS = ("max_new_tokens", "sample", "temperature", "top_k", "top_p", "seed", "steer", "steer_block",
+              "steer_toward", "steer_away", "steer_alpha")  # in a link only where they differ from the defaults
 URL_KEYS = ("prompt", "model", "compare", "bos", "pinned", "layer", "token", "target", "target_as_written",
-            "presenter", "lesson", "corrupted_prompt", "patch_answer", "patch_wrong")
+            "presenter", "lesson", "corrupted_prompt", "patch_answer", "patch_wrong", *WRITE_KEYS, "write")
 LESSON_STEPS = ExplorerState.param.lesson.bounds[1]
 PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server keeps for the page
 POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
@@ -89,6 +93,23 @@ def read_pinned(text: str) -> tuple[list[str], str]:
                   f"{PINNED_MAX}" if left_out else "")
 
 
+def read_number(text: str, key: str) -> tuple[float, str]:
+    """A finite number; whether it is in range is the Write tab's to say, with its message."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise BadUrlValue(f"the link's {key} is {text[:20]!r}, not a number")
+    return value, ""
+
+
+def read_whole_number(text: str, key: str) -> tuple[int, str]:
+    if not re.fullmatch(r"-?[0-9]{1,9}", text):
+        raise BadUrlValue(f"the link's {key} is {text[:20]!r}, not a whole number")
+    return int(text), ""
+
+
 READERS = {
     "prompt": read_prompt,
     "model": model_name_reader("model name"),
@@ -104,6 +125,18 @@ READERS = {
     "corrupted_prompt": read_prompt,
     "patch_answer": read_target,
     "patch_wrong": read_target,
+    "max_new_tokens": lambda text: read_whole_number(text, "new tokens"),
+    "sample": lambda text: read_switch(text, "sample"),
+    "temperature": lambda text: read_number(text, "temperature"),
+    "top_k": lambda text: read_whole_number(text, "top-k"),
+    "top_p": lambda text: read_number(text, "top-p"),
+    "seed": lambda text: read_whole_number(text, "seed"),
+    "steer": lambda text: read_switch(text, "steer"),
+    "steer_block": lambda text: read_position(text, "steer block"),
+    "steer_toward": read_target,
+    "steer_away": read_target,
+    "steer_alpha": lambda text: read_number(text, "α"),
+    "write": lambda text: read_switch(text, "write"),
 }
 
 
@@ -149,10 +182,25 @@ def url_query(state: ExplorerState) -> str:
         "patch_answer": UrlText.serialize(state.patch_answer) or None,
         "patch_wrong": UrlText.serialize(state.patch_wrong) or None,
     }
+    values |= {key: write_value(state, key) for key in WRITE_KEYS}
+    # a link to a written text writes it again once its prompt has run: the same settings write the same tokens
+    values["write"] = "true" if state.writing is not None and state.writing.done else None
     for long_text in ("prompt", "corrupted_prompt"):
         if len(values[long_text] or "") > LINK_PROMPT_MAX_CHARACTERS:
             del values[long_text]
     return "?" + urlencode({key: value for key, value in values.items() if value is not None})
+
+
+def write_value(state: ExplorerState, key: str) -> str | None:
+    """A write setting as the URL holds it, or None where it is the default."""
+    value = getattr(state, key)
+    if value == state.param[key].default:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return UrlText.serialize(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def keep_choices_in_url(state: ExplorerState) -> PageLocation:
@@ -164,7 +212,7 @@ def keep_choices_in_url(state: ExplorerState) -> PageLocation:
     state.param.update(**choices, url_note="; ".join(notes))
     location.search = url_query(state)
     state.param.watch(lambda *_events: setattr(location, "search", url_query(state)),
-                      [key for key in URL_KEYS if key != "presenter"] + ["run"])
+                      [key for key in URL_KEYS if key not in ("presenter", "write")] + ["run", "writing"])
     state.param.watch(lambda *_events: reload_with(location, url_query(state)), "presenter")
     return location
 
