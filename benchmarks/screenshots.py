@@ -19,7 +19,7 @@ from page_driving.chromium import launch_chromium
 from page_driving.server import REPO_ROOT
 from page_driving.steps import wait_until_idle
 
-TABS = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Attention",
+TABS = ("Block diagram", "Write", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Attention",
         "Intervention", "Patching")
 SETTLE_MS = 1500
 QUIET_CHECKS = 4  # the status line shows no work in progress this many times in a row, SETTLE_MS apart
@@ -38,7 +38,7 @@ async def wait_until_quiet(page) -> None:
         quiet = quiet + 1 if "…" not in await page.locator(".status-line").text_content() else 0
 
 
-async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path]:
+async def take(url: str, out: Path, viewport: dict, url_query: str, tabs: tuple[str, ...] = TABS) -> list[Path]:
     """Open the page, let its first run finish, then show each tab and save what it looks like."""
     async with async_playwright() as playwright:
         browser = await launch_chromium(playwright)
@@ -48,11 +48,15 @@ async def take(url: str, out: Path, viewport: dict, url_query: str) -> list[Path
         await page.locator(".status-line").filter(has_text="tokens").wait_for(state="attached", timeout=300_000)
         await wait_until_idle(page)
         saved = []
-        for tab in TABS:
+        for tab in tabs:
             await page.locator(".bk-tab", has_text=tab).click()
             await page.wait_for_timeout(SETTLE_MS)
             if tab == "Intervention":
                 await page.get_by_role("button", name="Scale each block").click()
+            if tab == "Write":  # the default steering beside the plain continuation
+                await page.locator(".bk-label", has_text="steer").first.click()
+                await page.get_by_role("button", name="Write").click()
+                await page.locator(".write-check").wait_for(timeout=300_000)
             await wait_until_quiet(page)
             saved.append(out / file_name(tab))
             await page.screenshot(path=str(saved[-1]))
@@ -68,6 +72,7 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=768)
     parser.add_argument("--query", default="?pinned=%5B%22block.3%22%5D", help="URL query the page opens with")
     parser.add_argument("--presenter", action="store_true", help="in presenter mode (adds presenter=true)")
+    parser.add_argument("--tabs", default=",".join(TABS), help="the tabs to take, comma-separated")
     arguments = parser.parse_args()
     out = Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -76,7 +81,8 @@ def main() -> None:
         query = arguments.query
         if arguments.presenter:
             query += ("&" if "?" in query else "?") + "presenter=true"
-        for path in asyncio.run(take(app.url, out, viewport, query)):
+        tabs = tuple(arguments.tabs.split(","))
+        for path in asyncio.run(take(app.url, out, viewport, query, tabs)):
             print(path)
 
 

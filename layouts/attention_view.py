@@ -54,6 +54,13 @@ class AttentionView(TabView):
         self.share_fig, self.share_image = sink_share_grid()
         self._offer_heads()
         self.state.param.watch(self._offer_heads, "run")
+        self.state.param.watch(self._open_asked_head, "attention_head")
+        self._open_asked_head()
+
+    def _open_asked_head(self, *_events) -> None:
+        """Open the head another view asked for (a click on an information-flow edge), if the run has it."""
+        if self.state.attention_head in self.param.head.objects:
+            self.head = self.state.attention_head
 
     def _offer_heads(self, *_events) -> None:
         heads = [] if self.state.run is None else list(range(self.state.run.n_heads))

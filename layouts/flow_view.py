@@ -9,7 +9,7 @@ import html
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
+from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem, TapTool
 
 from model_backend.flow_graph import FlowGraph, InformationFlow, check_threshold, flow_graph
 from model_backend.tokens import visible_token
@@ -23,7 +23,7 @@ NODE_COLORS = {"embeddings": "#444444", "attention": "#1f77b4", "mlp": "#2ca02c"
 MLP_OFFSET = 0.22  # an MLP edge starts beside its residual edge's foot, so the two stay apart
 MOST_WIDTH = 9.0
 EMPTY_EDGES = {"x0": [], "y0": [], "x1": [], "y1": [], "width": [], "kind": [], "source": [], "target": [],
-               "share": [], "heads": []}
+               "share": [], "heads": [], "layer": [], "head": []}
 EMPTY_NODES = {"x": [], "y": [], "color": [], "label": [], "stage": []}
 
 
@@ -59,6 +59,8 @@ def edge_columns(graph: FlowGraph, tokens: list[str]) -> dict[str, dict]:
                                 f"{stage_label(edge.target.stage)}")
         column["share"].append(edge.share)
         column["heads"].append(heads_text(edge.head_shares) if edge.kind == "attention" else "-")
+        column["layer"].append(edge.target.layer)
+        column["head"].append(int(np.argmax(edge.head_shares)) if edge.kind == "attention" else -1)
     return columns
 
 
@@ -96,6 +98,8 @@ def flow_figure() -> tuple:
     sinks = ColumnDataSource({"x": [], "y": [], "text": []}, name="flow_sink_labels")
     fig.text("x", "y", text="text", source=sinks, text_color=EDGE_STYLES["sink"][0], text_font_size="15px",
              x_offset=-14, y_offset=18, name="flow_sink_labels")
+    moved = [r for r in fig.renderers if r.name in ("flow_edges_attention", "flow_edges_sink")]
+    fig.add_tools(TapTool(renderers=moved))  # a click on an attention edge: the page opens that block and head
     fig.add_tools(HoverTool(renderers=[r for r in fig.renderers if r.name.startswith("flow_edges_")], tooltips=[
         ("route", "@kind"), ("from", "@source"), ("into", "@target"), ("share", "@share{0.000}"),
         ("heads", "@heads")]), HoverTool(renderers=[circles], tooltips=[("position", "@label"), ("stream", "@stage")]))

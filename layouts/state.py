@@ -28,6 +28,8 @@ class ExplorerState(param.Parameterized):
     layer = param.Integer(default=0, bounds=(0, None), label="block",
                           doc="the open block, also the layer other views show")
     token = param.Integer(default=0, bounds=(0, None), label="token", doc="the position followed across layers")
+    attention_head = param.Integer(default=None, allow_None=True, doc="the head the Attention tab opens on (a click "
+                                                                     "on a flow edge); None: the mean over heads")
     pinned = param.List(default=[], item_type=str, doc="ids of the diagram parts whose cards are pinned")
     target = param.String(default="", doc="the target as typed, which the lens, the attribution and the "
                                          "intervention follow once matched to a token; a run fills an empty box "
@@ -61,11 +63,13 @@ class ExplorerState(param.Parameterized):
     top_p = param.Number(default=1.0, label="top-p", doc="sample among the likeliest tokens whose probabilities "
                                                          "reach p, in (0, 1]")
     seed = param.Integer(default=0, label="seed", doc="the sampler's seed: the same seed writes the same text")
+    # The steering's defaults change SmolLM2's continuation of the France prompt and keep it fluent
+    # (tests/test_smollm2_generation.py): " Paris." becomes " Rome."
     steer = param.Boolean(default=False, label="steer", doc="add α·(toward − away) to one block's input while writing")
-    steer_block = param.Integer(default=0, label="steer block", doc="the block whose input the vector is added to")
-    steer_toward = UrlText(default="", label="toward", doc="the text whose layer_input the vector points to")
-    steer_away = UrlText(default="", label="away from", doc="the text whose layer_input the vector points from")
-    steer_alpha = param.Number(default=4.0, label="α", doc="the steering vector's strength")
+    steer_block = param.Integer(default=10, label="steer block", doc="the block whose input the vector is added to")
+    steer_toward = UrlText(default=" Italy", label="toward", doc="the text whose layer_input the vector points to")
+    steer_away = UrlText(default=" France", label="away from", doc="the text whose layer_input the vector points from")
+    steer_alpha = param.Number(default=1.0, label="α", doc="the steering vector's strength")
     write = param.Boolean(default=False, doc="a link's ask: write once its prompt has run (a link to a written text "
                                              "writes the same tokens again)")
 
@@ -77,6 +81,7 @@ class ExplorerState(param.Parameterized):
     pattern_requested = param.Event(doc="recompute block ``layer``'s attention pattern (asked by its view once shown)")
     sweep_requested = param.Event(label="Scale each block", doc="run the scaling intervention")
     patching_requested = param.Event(doc="patch the run with the corrupted prompt (asked by its view once shown)")
+    flow_requested = param.Event(doc="trace the run's information flow (asked by its view once shown)")
     npz_requested = param.Event(label="Prepare the run's NPZ", doc="write the last run as NPZ for download")
 
     model_outcomes = param.List(default=[], doc="(name, loaded, origin or reason) for every configured model")
@@ -113,6 +118,9 @@ class ExplorerState(param.Parameterized):
     npz_megabytes = param.Number(default=0.0, doc="the NPZ file's size")
     lesson_text = param.String(default="", doc="the lesson step's text (HTML) with the current run's numbers")
     highlight = param.Dict(default={}, doc="the lesson step's marks: figure name -> [{at, label}], from this run")
+    flow = param.Parameter(default=None, doc="InformationFlow of the last run: every part's share of each whole")
+    flow_note = param.String(default="", doc="why the Information flow tab has no graph (too long, not decomposed "
+                                             "for this family, failed); empty otherwise")
     writing = param.Parameter(default=None, doc="WrittenText: the continuation being written or last written")
     write_check = param.String(default="", doc="the steering's check (α = 0 writes the plain text), as HTML")
     url_note = param.String(default="", doc="what of the page's link could not be used, and what is used instead")

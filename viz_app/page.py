@@ -10,6 +10,7 @@ from layouts.attention_view import AttentionView
 from layouts.attribution_view import AttributionView
 from layouts.controls import SIDEBAR_WIDTH, sidebar_controls
 from layouts.diagram_view import DiagramView
+from layouts.flow_tab import FlowTab
 from layouts.intervention_view import InterventionView
 from layouts.lesson_view import LessonPanel, lesson_area_classes
 from layouts.logit_lens_view import LogitLensView
@@ -25,7 +26,8 @@ from .checkbox_labels import label_clicks_toggle_checkboxes
 TITLE = "Residual Stream Explorer"
 TABS = (("Block diagram", DiagramView), ("Write", WritingView), ("Norms & sinks", NormsView),
         ("Cosine similarity", SimilarityView), ("Logit lens", LogitLensView), ("Logit attribution", AttributionView),
-        ("Attention", AttentionView), ("Intervention", InterventionView), ("Patching", PatchingView))
+        ("Attention", AttentionView), ("Information flow", FlowTab), ("Intervention", InterventionView),
+        ("Patching", PatchingView))
 TAB_HEADERS_WRAP = ".bk-headers-wrapper { flex-wrap: wrap; }"  # every tab reachable at 1024 pixels, none scrolled away
 # Presenter mode's tab headers: as large as the least text, all seven on two rows at 1024 pixels.
 PRESENTER_TAB_HEADERS = ".bk-tab { font-size: 20px; padding: 3px 10px; }"

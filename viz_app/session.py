@@ -167,14 +167,14 @@ class ExplorerSession:
         target = state.target if match.typed else analysis.top_prediction
         self.predicted_target = analysis.top_prediction
         self.next_probabilities = (run, analysis.next_probabilities)
-        self.work.cancel("lens", "sweep", "pattern", "attribution", "npz", "patching")
+        self.work.cancel("lens", "sweep", "pattern", "attribution", "npz", "patching", "flow")
         typed_corrupted = state.corrupted_prompt not in ("", self.derived_corrupted)
         self.derived_corrupted = corrupted_version(state.prompt)
         job.publish(
             family=loaded.family, run=run, sinks=analysis.sinks, lens=None, lens_tokens=None, lens_window=None,
             pattern=None, npz_link="", target=target, target_match=match, target_id=match.token_id,
             layer=min(state.layer, run.n_layers - 1), token=min(state.token, run.seq_len - 1), sweep=None,
-            patching=None, patching_note="",
+            patching=None, patching_note="", flow=None, flow_note="",
             corrupted_prompt=state.corrupted_prompt if typed_corrupted else self.derived_corrupted,
             message="", stale="", next_tokens=analysis.next_tokens,
             status=f"{loaded.display_name} ({loaded.origin}) · {loaded.compute} · {run.seq_len} tokens · forward "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from model_backend import Patching, ScalingSweep, scaled_logprob, unscaled_logprob
+from model_backend.flow import information_flow
 from model_backend.patching import pair_with_run, patch_block
 
 from .analysis import attribution_for
@@ -23,7 +24,7 @@ class TabJobs:
         self.npz_path = None
         watch = [(self.read_pattern, "pattern_requested"), (self.sweep, "sweep_requested"),
                  (self.read_attribution, "attribution_requested"), (self.patch, "patching_requested"),
-                 (self.prepare_npz, "npz_requested")]
+                 (self.prepare_npz, "npz_requested"), (self.trace_flow, "flow_requested")]
         for job, request in watch:
             self.state.param.watch(session.launcher(job), request)
 
@@ -101,6 +102,19 @@ class TabJobs:
                                    wanted=lambda: asked == (state.attribution_position, state.target_id))
         if done.ran:
             done.publish(attribution=done.value)
+
+    async def trace_flow(self) -> None:
+        """Every part's share of each whole for the information-flow graph (asked by its view when shown); a
+        refusal (too long, an anatomy not decomposed) is said in the tab."""
+        run, loaded = self.state.run, self.session.loaded
+        if run is None or loaded is None or self.state.flow is not None:
+            return
+        done = await self.work.run("flow", "Tracing the information flow…", information_flow, loaded, run,
+                                   reports=False)
+        if done.error is not None:
+            done.publish(flow_note=failure_message(done.error))
+        elif done.ran:
+            done.publish(flow=done.value, flow_note="")
 
     async def prepare_npz(self) -> None:
         """Write the last run as NPZ off the event loop to a file of this page's, then offer its link."""
