@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # F401 below: each name is exported by __getattr__ and __all_
     from .run import Run  # noqa: F401
     from .similarity import (LaminarProfile, laminar_profile, token_across_layers,  # noqa: F401
                              tokens_within_layer)
-    from .steering import (Steering, SteeringVector, steered, steering_for, steering_report,  # noqa: F401
-                           steering_vector)
+    from .steered_pass import SteeringVector, steered  # noqa: F401
+    from .steering import Steering, steering_for, steering_report, steering_vector  # noqa: F401
 
 EXPORTS = {
     "attribution": ("LogitAttribution", "direct_logit_attribution"),
@@ -52,7 +52,8 @@ EXPORTS = {
     "patching": ("Patching", "activation_patching", "patched_blocks", "patching_pair"),
     "run": ("Run",),
     "similarity": ("LaminarProfile", "laminar_profile", "token_across_layers", "tokens_within_layer"),
-    "steering": ("Steering", "SteeringVector", "steered", "steering_for", "steering_report", "steering_vector"),
+    "steered_pass": ("SteeringVector", "steered"),
+    "steering": ("Steering", "steering_for", "steering_report", "steering_vector"),
 }
 MODULE_OF = {name: module for module, names in EXPORTS.items() for name in names}
 __all__ = sorted(MODULE_OF)

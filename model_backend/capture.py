@@ -23,7 +23,7 @@ from .loaded_model import LoadedModel
 from .names import VALUES_BY_NAME, full_name
 from .readout import unembed
 from .run import Run
-from .steering import SteeringVector, steered
+from .steered_pass import SteeringVector, steered
 from .tokens import check_fits, encode_prompt, sequence_strings
 
 NOT_HOOKED = ("logits", "attention_probabilities")  # computed when first read (Run.logits, Run.attention_probabilities)

@@ -21,7 +21,7 @@ from .capture import capture_token_ids
 from .errors import PromptError
 from .loaded_model import LoadedModel
 from .run import Run
-from .steering import SteeringVector, steered
+from .steered_pass import SteeringVector, steered
 from .tokens import check_fits
 
 STEP_TOP_K = 5  # alternatives kept per step

@@ -11,7 +11,7 @@ import numpy as np
 from .names import MODEL_VALUES, full_name, parse_full_name
 
 if TYPE_CHECKING:
-    from .steering import SteeringVector
+    from .steered_pass import SteeringVector
 
 
 @dataclass

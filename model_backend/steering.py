@@ -1,24 +1,22 @@
 """Activation steering: one block's input shifted by alpha times the difference of two texts' streams.
 
 The vector is ``layers.{B}.layer_input`` of the toward-text at its last position minus the away-text's, each
-captured as a prompt is. Steering adds ``alpha * vector`` to block B's input at every position of a pass, through a
-hook that acts only in the thread that runs the pass (``hooks.py``) and lives only as long as that pass: other
-sessions' passes through the same model are never steered.
+captured as a prompt is; ``steered_pass.py`` adds ``alpha * vector`` to block B's input at every position of a pass,
+and other sessions' passes through the same model are never steered.
 """
 
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
+from .capture import capture_run
 from .errors import PromptError
-from .hooks import hook_input
 from .names import full_name
+from .steered_pass import SteeringVector
 
 if TYPE_CHECKING:
     from .loaded_model import LoadedModel
@@ -48,31 +46,9 @@ class Steering:
                               f"({loaded.display_name} has {loaded.n_layers} blocks), not {self.block!r}")
 
 
-@dataclass(frozen=True)
-class SteeringVector:
-    """A steering made ready: the vector [hidden] (float32) added, times ``alpha``, to block ``block``'s input."""
-
-    block: int
-    alpha: float
-    vector: np.ndarray = field(repr=False)
-    toward: str
-    away: str
-
-    @property
-    def norm(self) -> float:
-        """The vector's own norm (before alpha)."""
-        return float(np.linalg.norm(self.vector.astype(np.float64)))
-
-    def shift(self) -> np.ndarray:
-        """What is added at every position: ``alpha * vector`` rounded to float32 once."""
-        return (np.float32(self.alpha) * self.vector).astype(np.float32)
-
-
 def steering_vector(loaded: LoadedModel, steering: Steering, bos: bool) -> np.ndarray:
     """``layers.{B}.layer_input`` of the toward-text at its last position minus the away-text's [hidden], each text
     captured as a prompt is (with the model's BOS token first when ``bos``)."""
-    from .capture import capture_run  # capture imports this module for ``steered``
-
     steering.check_block(loaded)
     name = full_name("layer_input", steering.block)
     toward, away = (capture_run(loaded, text, bos=bos)[name][-1] for text in (steering.toward, steering.away))
@@ -83,30 +59,6 @@ def steering_for(loaded: LoadedModel, steering: Steering, *, bos: bool = False) 
     """A steering made ready to apply: its vector computed on ``loaded``."""
     return SteeringVector(block=steering.block, alpha=float(steering.alpha),
                           vector=steering_vector(loaded, steering, bos), toward=steering.toward, away=steering.away)
-
-
-@contextmanager
-def steered(loaded: LoadedModel, steering: SteeringVector | None):
-    """Within it, this thread's passes have ``alpha * vector`` added to block B's input at every position (a forward
-    pre-hook on the block, removed on exit); ``None`` steers nothing."""
-    if steering is None:
-        yield
-        return
-    block = loaded.module("layer", steering.block)
-    shift = torch.from_numpy(steering.shift())
-
-    def add_shift(_module, args, kwargs):
-        if args:
-            hidden = args[0]
-            return (hidden + shift.to(device=hidden.device, dtype=hidden.dtype), *args[1:]), kwargs
-        hidden = kwargs["hidden_states"]
-        return args, {**kwargs, "hidden_states": hidden + shift.to(device=hidden.device, dtype=hidden.dtype)}
-
-    handle = hook_input(block, add_shift, with_kwargs=True)
-    try:
-        yield
-    finally:
-        handle.remove()
 
 
 @dataclass(frozen=True)

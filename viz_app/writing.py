@@ -12,7 +12,8 @@ from model_backend import LoadedModel, PromptError
 from model_backend.commitment import commitment_blocks
 from model_backend.generation import (Generation, WriteSettings, capture_generation, generate_tokens, generation_of,
                                       start_decoding)
-from model_backend.steering import Steering, SteeringVector, steering_for, steering_report
+from model_backend.steered_pass import SteeringVector
+from model_backend.steering import Steering, steering_for, steering_report
 from model_backend.tokens import encode_prompt, token_strings, visible_token
 
 from .analysis import Analysis, analysis_of
