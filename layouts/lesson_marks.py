@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lesson_text import LessonInputs, last_position_ranks, scaling_changes
+from .lesson_text import LessonInputs, earliest_decided, last_position_ranks, scaling_changes
 from .patching_lesson import followed_positions
 
 
@@ -81,9 +81,19 @@ def patching_marks(inputs: LessonInputs) -> dict:
     return {"patching_layer_output": [mark(swapped, "lesson: swapped token"), mark(last, "lesson: last token")]}
 
 
-MARKS = (block_marks, sink_marks, cosine_marks, lens_marks, attribution_marks, intervention_marks, patching_marks)
+def writing_marks(inputs: LessonInputs) -> dict:
+    """Lesson 8: the written token decided at the earliest block, on the commitment strip."""
+    writing = inputs.writing
+    earliest = None if writing is None or not writing.done else earliest_decided(writing)
+    if earliest is None:
+        return {}
+    return {"commitment_strip": [mark(earliest, f"lesson: decided at block {writing.commitment[earliest]}")]}
+
+
+MARKS = (block_marks, sink_marks, cosine_marks, lens_marks, attribution_marks, intervention_marks, patching_marks,
+         writing_marks)
 
 
 def lesson_marks(step: int, inputs: LessonInputs) -> dict:
-    """Figure name -> the marks lesson ``step`` (1 to 7) highlights there for this run."""
+    """Figure name -> the marks lesson ``step`` (1 to 8) highlights there for this run."""
     return MARKS[step - 1](inputs)

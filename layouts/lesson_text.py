@@ -1,4 +1,4 @@
-"""The seven guided lessons' texts, each filled with the numbers of the run on screen (never canned ones).
+"""The eight guided lessons' texts, each filled with the numbers of the run on screen (never canned ones).
 
 Plain functions from a run's arrays and results to HTML: testable without a browser or a model. Every token is
 made visible and HTML-escaped; a lesson whose effect the model does not show says so, and why.
@@ -20,6 +20,7 @@ from model_backend.tokens import visible_token
 
 from .cards import block_identity_error
 from .patching_lesson import patching_lesson_paragraphs
+from .writing_view import first_difference
 
 if TYPE_CHECKING:  # these modules import torch; the lessons only read their results' arrays
     from model_backend.attribution import LogitAttribution
@@ -27,8 +28,10 @@ if TYPE_CHECKING:  # these modules import torch; the lessons only read their res
     from model_backend.lens import LogitLens
     from model_backend.patching import Patching
 
+    from .writing_view import WrittenText
+
 LESSON_TITLES = ("The residual stream", "The attention sink", "Cosine similarity", "The logit lens",
-                 "Logit attribution", "Scaling one block", "Activation patching")
+                 "Logit attribution", "Scaling one block", "Activation patching", "Writing and steering")
 IDENTITY_BLOCK = 3  # the block lesson 1 opens: early enough to exist in every model, late enough to be "a block"
 
 
@@ -49,6 +52,7 @@ class LessonInputs:
     attribution: LogitAttribution | None = None
     sweep: ScalingSweep | None = None
     patching: Patching | None = None
+    writing: WrittenText | None = None
 
 
 def shown(token: str) -> str:
@@ -275,10 +279,55 @@ def patching_lesson(inputs: LessonInputs) -> str:
     return lead_and_more(*patching_lesson_paragraphs(inputs.patching, inputs.run.n_layers, shown))
 
 
+def earliest_decided(writing: WrittenText) -> int | None:
+    """The written token the logit lens puts on top at the earliest block, or None when only the readout does."""
+    blocks = writing.commitment or []
+    decided = [index for index, block in enumerate(blocks) if block >= 0]
+    return min(decided, key=lambda index: (blocks[index], index)) if decided else None
+
+
+def steering_sentences(writing: WrittenText) -> tuple[str, str]:
+    """Where the steered continuation parts from the plain one (or that it does not), and the plain text."""
+    plain = f"Without the steering it writes <b>{html.escape(''.join(writing.plain))}</b>."
+    differs = first_difference(writing.tokens, writing.plain)
+    if differs is None:
+        return (f"Steered ({html.escape(writing.steering)}) it writes the same as without: the vector is too weak "
+                "at this block for this model (try a larger α or another block).", plain)
+    return f"Steered, it parts from the plain continuation at written token <b>{differs + 1}</b>.", plain
+
+
+def writing_lesson(inputs: LessonInputs) -> str:
+    """Lesson 8: the continuation written one cached pass per token, where the steering turned it, and the block at
+    which each written token was decided (the commitment strip)."""
+    writing, n_layers = inputs.writing, inputs.run.n_layers
+    if writing is None or not writing.done:
+        so_far = 0 if writing is None else len(writing.tokens)
+        return paragraphs(f"Writing… {so_far} tokens so far, one pass against the key/value cache each.")
+    n = len(writing.tokens)
+    blocks = writing.commitment or []
+    decided = sum(block >= 0 for block in blocks)
+    earliest = earliest_decided(writing)
+    turned, plain = steering_sentences(writing) if writing.plain is not None else ("", "")
+    commitment = (f"<b>{decided}</b> of the {n} written tokens are on top of the logit lens before the last block; "
+                  f"the earliest, {shown(writing.tokens[earliest])}, from block <b>{blocks[earliest]}</b> of "
+                  f"{n_layers}; the other {n - decided} only in the model's final readout." if earliest is not None
+                  else f"None of the {n} written tokens is on top of the logit lens before the final readout: "
+                       "this model decides each word only at its last block.")
+    return lead_and_more(
+        f"It wrote <b>{n} tokens</b>, one pass each. {turned}",
+        f"It wrote <b>{html.escape(''.join(writing.tokens))}</b> ({html.escape(writing.steering or 'not steered')}). "
+        f"{plain}",
+        "Each step runs only the newest token, its keys and values joining the cache, and takes the likeliest "
+        "next token (greedy) or draws one (sample, from the seed shown). Steering adds α·(toward − away) to one "
+        "block's input at every position, the two texts' <code>layer_input</code> at their last position; at "
+        "α = 0 it writes exactly the plain text (the check under the text).",
+        "The strip colours each written token by the first block whose logit lens puts it on top: " + commitment)
+
+
 LESSONS = (residual_stream_lesson, sink_lesson, cosine_lesson, lens_lesson, attribution_lesson, intervention_lesson,
-           patching_lesson)
+           patching_lesson, writing_lesson)
 
 
 def lesson_text(step: int, inputs: LessonInputs) -> str:
-    """The HTML of lesson ``step`` (1 to 7) for this run."""
+    """The HTML of lesson ``step`` (1 to 8) for this run."""
     return LESSONS[step - 1](inputs)

@@ -53,7 +53,7 @@ class ExplorerState(param.Parameterized):
                                            "run's, for the same prompt; empty: none (kept in the URL)")
     presenter = param.Boolean(default=False, doc="larger fonts and marks for a projector (kept in the URL)")
     shown_tab = param.String(default="", doc="title of the tab on screen; empty outside tabs (every view draws)")
-    lesson = param.Integer(default=0, bounds=(0, 7), doc="the guided lesson's step on screen; 0: no lesson")
+    lesson = param.Integer(default=0, bounds=(0, 8), doc="the guided lesson's step on screen; 0: no lesson")
 
     max_new_tokens = param.Integer(default=16, label="new tokens",
                                    doc="how many tokens Write adds at most (1 to 128 on the page)")

@@ -15,6 +15,7 @@ from bokeh.palettes import Viridis256
 
 from model_backend.tokens import visible_token
 
+from .highlight import box, marks_for, show_highlight
 from .style import readable_figure
 from .tab_view import TabView
 
@@ -101,7 +102,7 @@ def comparison_html(written: WrittenText) -> str:
 class WritingView(TabView):
     """Write's settings, its text as it comes, the commitment strip and the steered-against-plain comparison."""
 
-    watches = ("writing", "write_check", "run")
+    watches = ("writing", "write_check", "run", "highlight")
 
     def build(self) -> None:
         state = self.state
@@ -109,19 +110,19 @@ class WritingView(TabView):
         self.controls = pn.Row(
             widget.Button.from_param(state.param.write_requested, button_type="primary", width=90, description=None),
             widget.Button.from_param(state.param.stop_requested, width=90, description=None),
-            widget.IntInput.from_param(state.param.max_new_tokens, width=120),
-            widget.Checkbox.from_param(state.param.sample, width=90),
-            widget.FloatInput.from_param(state.param.temperature, width=110),
-            widget.IntInput.from_param(state.param.top_k, width=90),
-            widget.FloatInput.from_param(state.param.top_p, width=90),
-            widget.IntInput.from_param(state.param.seed, width=90), sizing_mode="stretch_width",
+            widget.IntInput.from_param(state.param.max_new_tokens, width=140),
+            widget.Checkbox.from_param(state.param.sample, width=110),
+            widget.FloatInput.from_param(state.param.temperature, width=150),
+            widget.IntInput.from_param(state.param.top_k, width=110),
+            widget.FloatInput.from_param(state.param.top_p, width=110),
+            widget.IntInput.from_param(state.param.seed, width=110), sizing_mode="stretch_width",
             styles={"flex-wrap": "wrap"})
         self.steering = pn.Row(
-            widget.Checkbox.from_param(state.param.steer, width=80),
-            widget.IntInput.from_param(state.param.steer_block, width=100),
-            widget.TextInput.from_param(state.param.steer_toward, width=150),
-            widget.TextInput.from_param(state.param.steer_away, width=150),
-            widget.FloatInput.from_param(state.param.steer_alpha, width=100), sizing_mode="stretch_width",
+            widget.Checkbox.from_param(state.param.steer, width=100),
+            widget.IntInput.from_param(state.param.steer_block, width=150),
+            widget.TextInput.from_param(state.param.steer_toward, width=180),
+            widget.TextInput.from_param(state.param.steer_away, width=180),
+            widget.FloatInput.from_param(state.param.steer_alpha, width=110), sizing_mode="stretch_width",
             styles={"flex-wrap": "wrap"})
         self.text = pn.pane.HTML("", sizing_mode="stretch_width")
         self.compare = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -182,6 +183,9 @@ class WritingView(TabView):
                       for block in blocks],
             "p": list(np.round(written.probabilities, 4)), "position": list(range(start, start + n))}
         self.strip.x_range.start, self.strip.x_range.end = -0.5, max(n, 1) - 0.5
+        marks = marks_for(self.state, "commitment_strip")
+        show_highlight(self.strip, [box(m["at"], 0, 1, 1, m["label"], m["at"]) for m in marks if m["at"] < n],
+                       middle=(n - 1) / 2)
         self.strip.title.text = STRIP_TITLE + (f" · {start + n} tokens" if written.done else " · writing…")
 
     def _on_tap(self, _attr, _old, new) -> None:

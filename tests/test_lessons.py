@@ -96,6 +96,25 @@ def test_the_intervention_lesson_measures_the_last_blocks_scale_cancelling(loade
     assert f"0 of {run.n_layers} blocks so far" in lesson_text(6, unfinished)
 
 
+def test_the_writing_lesson_says_where_the_steering_turned_and_where_each_word_was_decided(loaded, run):
+    from layouts.writing_view import WrittenText
+
+    inputs = inputs_for(loaded, run)
+    writing = WrittenText(prompt_tokens=["The"], tokens=[" Rome", ".", " <b>"], probabilities=[0.5, 0.4, 0.3],
+                          alternatives=[[(" Paris", 0.2)]] * 3, n_layers=run.n_layers, settings="greedy",
+                          commitment=[2, -1, 1], done=True, steering="+1·v at block 1",
+                          plain=[" Paris", ".", " <b>"])
+    text = lesson_text(8, LessonInputs(**{**inputs.__dict__, "writing": writing}))
+    assert "<b>3 tokens</b>" in text and "at written token <b>1</b>" in text and "&lt;b&gt;" in text
+    assert "Without the steering it writes <b> Paris. &lt;b&gt;</b>" in text
+    assert "<b>2</b> of the 3 written tokens" in text and "from block <b>1</b>" in text  # ␣<b> at block 1
+    same = LessonInputs(**{**inputs.__dict__, "writing": WrittenText(**{**writing.__dict__, "plain": writing.tokens,
+                                                                        "commitment": [-1, -1, -1]})})
+    assert "writes the same as without" in lesson_text(8, same) and "None of the 3" in lesson_text(8, same)
+    writing_now = LessonInputs(**{**inputs.__dict__, "writing": WrittenText(**{**writing.__dict__, "done": False})})
+    assert "Writing… 3 tokens so far" in lesson_text(8, writing_now)
+
+
 def test_tokens_in_lesson_texts_stay_text(loaded):
     run = capture_run(loaded, "<b>bold</b> & <script>x</script>", bos=True)
     other = capture_run(loaded, run.prompt, bos=False)
@@ -120,7 +139,7 @@ def test_a_sink_lesson_on_a_sink_names_its_signals(loaded, run):
 
 def test_each_step_opens_its_tab_and_what_its_view_needs(run):
     state = ExplorerState(run=run, prompt="Other words", pinned=["embeddings"], bos=False, bos_token="<s>")
-    assert [step_settings(step, state, " Paris")["shown_tab"] for step in range(1, 8)] == list(LESSON_TABS)
+    assert [step_settings(step, state, " Paris")["shown_tab"] for step in range(1, 9)] == list(LESSON_TABS)
     first = step_settings(1, state, "")
     assert first["pinned"] == ["embeddings", f"block.{min(3, run.n_layers - 1)}"]
     assert step_settings(2, state, "")["bos"] is True
@@ -132,7 +151,7 @@ def test_each_step_opens_its_tab_and_what_its_view_needs(run):
     assert step_settings(4, state, " Paris")["target"] == " Paris"
 
 
-@pytest.mark.parametrize("text, step, noted", [("3", 3, False), ("0", 0, False), ("7", 7, False), ("8", None, True),
+@pytest.mark.parametrize("text, step, noted", [("3", 3, False), ("0", 0, False), ("8", 8, False), ("9", None, True),
                                                 ("²", None, True), ("-1", None, True)])
 def test_the_lesson_step_lives_in_the_url(text, step, noted):
     choices, notes = url_choices({"lesson": [text.encode()]})

@@ -1,4 +1,4 @@
-"""The guided lessons in the browser, at 1024x768: the Lessons button, then Next through all seven steps on a
+"""The guided lessons in the browser, at 1024x768: the Lessons button, then Next through all eight steps on a
 random-init GPT-2 and on SmolLM2, each step's text showing the numbers the backend computes for that run in this
 process; a shared link opens the same step on its tab."""
 
@@ -15,10 +15,14 @@ from playwright.sync_api import Page, expect
 
 from conftest import load_as_served, package_index_model_or_skip
 from layouts.corrupted_prompt import corrupted_version
+from layouts.state import ExplorerState
 from model_backend import (activation_patching, capture_run, detect_sinks, direct_logit_attribution, logit_lens,
                            scaling_sweep, token_across_layers, tokens_within_layer)
 from model_backend.model_names import SMOLLM2
-from model_backend.tokens import visible_token
+from model_backend.commitment import commitment_blocks
+from model_backend.generation import WriteSettings, capture_generation, generate_tokens
+from model_backend.steering import Steering, steering_for
+from model_backend.tokens import encode_prompt, token_strings, visible_token
 from page_driving.locators import PROMPT_BOX
 from page_driving.server import serve_app
 
@@ -28,7 +32,7 @@ VIEWPORT = {"width": 1024, "height": 768}
 # The figure each step highlights first, and where its mark is on screen: the marks' indices, labels, the figure's
 # box and the first labelled mark's centre (page pixels), once the figure is drawn with its highlight.
 STEP_FIGURES = ("block_diagram", "norms_heatmap", "similarity_within_layer", "logit_lens", "logit_attribution",
-                "intervention", "patching_layer_output")
+                "intervention", "patching_layer_output", "commitment_strip")
 HIGHLIGHT = """name => {
     const view = Bokeh.index.query_one(v => v.model.name === name);
     const renderer = view && view.model.renderers.find(r => r.name === name + "_lesson_highlight");
@@ -62,9 +66,13 @@ def expected_numbers(loaded) -> dict[int, list[str]]:
     pair = patching.pair
     swapped = [p for p, (a, b) in enumerate(zip(pair.clean.tokens, pair.corrupted.tokens)) if a != b]
     followed = max(swapped, key=lambda p: patching.normalised("layer_output")[0, p])
+    written, plain, blocks = steered_writing(loaded)
+    decided = [i for i, block in enumerate(blocks) if block >= 0]
     marks = {1: [f"block.{min(3, run.n_layers - 1)}"], 2: [sinks[0].position if sinks else 0], 3: [0],
              4: [[first_top, last], [lens.n_rows - 1, None]], 5: [labels[i] for i in np.argsort(-terms)[:3]],
-             6: [most, run.n_layers - 1], 7: [followed, pair.clean.seq_len - 1]}
+             6: [most, run.n_layers - 1], 7: [followed, pair.clean.seq_len - 1],
+             8: [min(decided, key=lambda i: (blocks[i], i))] if decided else []}
+    differs = next((i for i, (a, b) in enumerate(zip(written, plain)) if a != b), None)
     return {"marks": marks,
         1: [f"{run.seq_len} tokens", f"all {run.n_layers} blocks", f"{len(probabilities):,} logits", prediction,
             f"p = {float(probabilities[top]):.2f}"],
@@ -75,7 +83,26 @@ def expected_numbers(loaded) -> dict[int, list[str]]:
         5: [f"is {attribution.logit:.3f}", f"sum to {attribution.total:.4f}", f"logit is {attribution.logit:.4f}"],
         6: [f"= {sweep.clean_logprob:.3f}", f"Scaling block {most} moves it most", f"({changes[most]:+.3f})"],
         7: [f"= {pair.clean_metric:.2f}", f"one with {pair.corrupted_metric:.2f}"],
+        8: [f"{len(written)} tokens", "".join(written).strip(),
+            f"at written token {differs + 1}" if differs is not None else "writes the same as without",
+            f"{len(decided)} of the {len(written)} written tokens" if decided else "None of the"],
     }
+
+
+def steered_writing(loaded) -> tuple[list[str], list[str], list[int]]:
+    """Lesson 8's continuation of the France prompt with BOS, steered as the page's defaults say (clamped to the
+    model's blocks), the plain one, and each written token's commitment block."""
+    block = min(ExplorerState.param.steer_block.default, loaded.n_layers - 1)
+    steering = Steering(block, ExplorerState.param.steer_toward.default, ExplorerState.param.steer_away.default,
+                        ExplorerState.param.steer_alpha.default)
+    prompt_ids = encode_prompt(loaded, FRANCE, bos=True)
+    settings = WriteSettings(max_new_tokens=ExplorerState.param.max_new_tokens.default)
+    steered = generate_tokens(loaded, prompt_ids, settings, steering_for(loaded, steering, bos=True))
+    plain = generate_tokens(loaded, prompt_ids, settings)
+    blocks = commitment_blocks(loaded, capture_generation(loaded, steered, prompt=FRANCE, bos=True),
+                               steered.generated_from)
+    return (token_strings(loaded, steered.generated_ids.tolist()), token_strings(loaded, plain.generated_ids.tolist()),
+            [int(block) for block in blocks])
 
 
 def step_through_lessons(page: Page, url: str, expected: dict[int, list[str]], *, presenter: bool = False) -> None:
@@ -85,17 +112,21 @@ def step_through_lessons(page: Page, url: str, expected: dict[int, list[str]], *
     expect(page.locator(".status-line")).to_contain_text("tokens", timeout=STEP_SECONDS)
     page.get_by_role("button", name="▶ Lessons").click()
     tabs = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Intervention",
-            "Patching")
-    for step in range(1, 8):
+            "Patching", "Write")
+    for step in range(1, 9):
         if step > 1:
             page.get_by_role("button", name="Next ▶").click()
-        expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of 7", timeout=STEP_SECONDS)
+        expect(page.locator(".lesson-title")).to_contain_text(f"Lesson {step} of 8", timeout=STEP_SECONDS)
         text = page.locator(f".lesson-text[data-step='{step}']")
         for number in expected[step]:
             expect(text).to_contain_text(number, timeout=STEP_SECONDS)
         expect(page.locator(".bk-tab.bk-active")).to_have_text(tabs[step - 1])
         expect(page).to_have_url(re.compile(rf"lesson={step}\b"))
-        check_the_highlight(page, STEP_FIGURES[step - 1], expected["marks"][step])
+        if expected["marks"][step]:
+            check_the_highlight(page, STEP_FIGURES[step - 1], expected["marks"][step])
+        else:  # lesson 8 on a model that decides no word before its readout: nothing to mark, and nothing marked
+            assert not (page.evaluate(HIGHLIGHT, STEP_FIGURES[step - 1]) or {}).get("at")
+            assert inside_the_viewport(page.locator(".lesson-text").bounding_box())
         if presenter:  # the projector's larger text still leaves two thirds of the screen to the figures
             assert page.locator(".lesson-area").bounding_box()["height"] <= VIEWPORT["height"] / 3
         page.screenshot(path=f"test-artifacts/lesson-{step}-{expected['name']}{'-presenter' * presenter}.png")
@@ -153,7 +184,7 @@ def test_the_lessons_show_a_random_gpt2s_own_numbers(page: Page, lesson_app, tin
 def test_a_shared_link_opens_the_same_step_on_its_tab(page: Page, lesson_app):
     page.set_viewport_size(VIEWPORT)
     page.goto(lesson_app.url + "?lesson=3")
-    expect(page.locator(".lesson-title")).to_contain_text("Lesson 3 of 7: Cosine similarity", timeout=STEP_SECONDS)
+    expect(page.locator(".lesson-title")).to_contain_text("Lesson 3 of 8: Cosine similarity", timeout=STEP_SECONDS)
     expect(page.locator(".bk-tab.bk-active")).to_have_text("Cosine similarity", timeout=STEP_SECONDS)
     expect(page.locator(".lesson-text[data-step='3']")).to_contain_text("The last token", timeout=STEP_SECONDS)
     page.get_by_role("button", name="End lessons").click()

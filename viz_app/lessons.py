@@ -15,9 +15,9 @@ from model_backend.tokens import next_token_probabilities, token_strings
 from .failures import report_failure
 
 LESSON_TABS = ("Block diagram", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution",
-               "Intervention", "Patching")
+               "Intervention", "Patching", "Write")
 # What a lesson's text reads: a change of any of these writes it again.
-LESSON_READS = ["lesson", "run", "sinks", "lens", "attribution", "sweep", "layer", "patching"]
+LESSON_READS = ["lesson", "run", "sinks", "lens", "attribution", "sweep", "layer", "patching", "writing"]
 
 
 def step_settings(step: int, state, predicted_target: str) -> dict:
@@ -38,6 +38,10 @@ def step_settings(step: int, state, predicted_target: str) -> dict:
                         target=predicted_target if state.prompt == DEFAULT_PROMPT else "")
     elif step == 5:
         settings.update(attribution_position=-1)
+    elif step == 8:  # the France prompt written steered, the default steering clamped to the model's blocks
+        block = state.param.steer_block.default
+        settings.update(prompt=DEFAULT_PROMPT, steer=True, sample=False,
+                        steer_block=min(block, run.n_layers - 1) if run else block)
     elif step == 7:  # France against Italy, each run's own top prediction compared
         settings.update(prompt=DEFAULT_PROMPT, corrupted_prompt=corrupted_version(DEFAULT_PROMPT), patch_answer="",
                         patch_wrong="")
@@ -82,6 +86,8 @@ class LessonGuide:
         state.param.update(lesson_text="", highlight={}, **settings)
         if changed == {"prompt"}:  # a changed BOS switch runs the prompt by itself
             state.param.trigger("run_requested")
+        if step == 8:  # written after the run just asked for, if any
+            state.param.trigger("write_requested")
 
     async def other_bos_pass(self, loaded, run) -> tuple:
         """The run's prompt with BOS switched, and its sinks (None, None if it failed): one pass per run, shared by
@@ -109,7 +115,8 @@ class LessonGuide:
         inputs = LessonInputs(run, state.sinks, prediction, probability, vocabulary, state.layer,
                               other_bos_run=other_run, other_bos_sinks=other_sinks, lens=state.lens,
                               target=state.target_match.followed.labels[0] if state.target_match else state.target,
-                              attribution=state.attribution, sweep=state.sweep, patching=state.patching)
+                              attribution=state.attribution, sweep=state.sweep, patching=state.patching,
+                              writing=state.writing)
         try:
             text, marks = await asyncio.to_thread(lambda: (lesson_text(step, inputs), lesson_marks(step, inputs)))
         except Exception as error:  # noqa: BLE001 - shown on the page, which stays usable
