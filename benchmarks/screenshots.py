@@ -20,7 +20,7 @@ from page_driving.server import REPO_ROOT
 from page_driving.steps import wait_until_idle
 
 TABS = ("Block diagram", "Write", "Norms & sinks", "Cosine similarity", "Logit lens", "Logit attribution", "Attention",
-        "Information flow", "Intervention", "Patching")
+        "Flow", "Intervention", "Patching")
 SETTLE_MS = 1500
 QUIET_CHECKS = 4  # the status line shows no work in progress this many times in a row, SETTLE_MS apart
 

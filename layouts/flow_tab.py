@@ -1,4 +1,4 @@
-"""The Information flow tab: the page's run drawn by ``FlowView`` once its shares are traced, or why they are not
+"""The Flow tab (information flow): the page's run drawn by ``FlowView`` once its shares are traced, or why they are not
 (a prompt too long for the graph's memory bound, an anatomy not decomposed yet)."""
 
 from __future__ import annotations

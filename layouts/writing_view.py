@@ -21,7 +21,8 @@ from .tab_view import TabView
 
 NEVER_COLOR = "#bbbbbb"  # a token only the final readout puts on top
 PAGE_MAX_NEW_TOKENS = 128
-STRIP_TITLE = "Commitment: the first block whose logit lens puts each written token on top"
+# two short lines: a figure is at least as wide as its title, and the main area beside the sidebar at 1024 is narrow
+STRIP_TITLE = "Commitment: the first block whose logit lens\nputs each written token on top"
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ class WritingView(TabView):
     def build(self) -> None:
         state = self.state
         widget = pn.widgets
-        self.controls = pn.Row(
+        self.controls = pn.FlexBox(
             widget.Button.from_param(state.param.write_requested, button_type="primary", width=90, description=None),
             widget.Button.from_param(state.param.stop_requested, width=90, description=None),
             widget.IntInput.from_param(state.param.max_new_tokens, width=140),
@@ -115,15 +116,13 @@ class WritingView(TabView):
             widget.FloatInput.from_param(state.param.temperature, width=150),
             widget.IntInput.from_param(state.param.top_k, width=110),
             widget.FloatInput.from_param(state.param.top_p, width=110),
-            widget.IntInput.from_param(state.param.seed, width=110), sizing_mode="stretch_width",
-            styles={"flex-wrap": "wrap"})
-        self.steering = pn.Row(
+            widget.IntInput.from_param(state.param.seed, width=110), sizing_mode="stretch_width")
+        self.steering = pn.FlexBox(
             widget.Checkbox.from_param(state.param.steer, width=100),
             widget.IntInput.from_param(state.param.steer_block, width=150),
-            widget.TextInput.from_param(state.param.steer_toward, width=180),
-            widget.TextInput.from_param(state.param.steer_away, width=180),
-            widget.FloatInput.from_param(state.param.steer_alpha, width=110), sizing_mode="stretch_width",
-            styles={"flex-wrap": "wrap"})
+            widget.TextInput.from_param(state.param.steer_toward, width=150),
+            widget.TextInput.from_param(state.param.steer_away, width=150),
+            widget.FloatInput.from_param(state.param.steer_alpha, width=110), sizing_mode="stretch_width")
         self.text = pn.pane.HTML("", sizing_mode="stretch_width")
         self.compare = pn.pane.HTML("", sizing_mode="stretch_width")
         self.check = pn.pane.HTML("", sizing_mode="stretch_width")

@@ -77,7 +77,7 @@ def test_the_url_written_reads_back_as_the_same_choices():
 
 def test_a_link_keeps_the_write_settings_that_differ_from_the_defaults_and_reads_them_back():
     state = ExplorerState(max_new_tokens=32, sample=True, temperature=0.7, top_p=0.9, seed=5, steer=True,
-                          steer_block=10, steer_toward=" dog", steer_away="cat & <b>", steer_alpha=6.5)
+                          steer_block=4, steer_toward=" dog", steer_away="cat & <b>", steer_alpha=6.5)
     query = url_query(state)
     assert "top_k" not in query and "write=" not in query  # a default, and nothing written yet
     parsed = {key: [value.encode() for value in values] for key, values in parse_qs(query[1:]).items()}
@@ -86,7 +86,7 @@ def test_a_link_keeps_the_write_settings_that_differ_from_the_defaults_and_reads
     assert {key: choices[key] for key in ("max_new_tokens", "sample", "temperature", "top_p", "seed", "steer",
                                           "steer_block", "steer_toward", "steer_away", "steer_alpha")} == {
         "max_new_tokens": 32, "sample": True, "temperature": 0.7, "top_p": 0.9, "seed": 5, "steer": True,
-        "steer_block": 10, "steer_toward": " dog", "steer_away": "cat & <b>", "steer_alpha": 6.5}
+        "steer_block": 4, "steer_toward": " dog", "steer_away": "cat & <b>", "steer_alpha": 6.5}
 
 
 def test_a_prompt_over_the_byte_limit_is_refused_before_tokenizing(gpt2, monkeypatch):

@@ -45,7 +45,7 @@ def test_the_routes_are_drawn_checked_and_an_edge_opens_its_head(page_with_check
     page = page_with_checks
     run = capture_run(load_as_served(DEMO), PROMPT, bos=True)
     run_prompt(page, PROMPT, run.seq_len)
-    page.locator(".bk-tab", has_text="Information flow").click()
+    page.locator(".bk-tab", has_text="Flow").click()
     page.wait_for_function(f"() => ({FIND_VIEW})('flow_graph')?.model.title.text.includes('{run.seq_len} tokens')",
                            timeout=60_000)
     check = page.locator(".flow-check").inner_text()

@@ -26,11 +26,13 @@ from .checkbox_labels import label_clicks_toggle_checkboxes
 TITLE = "Residual Stream Explorer"
 TABS = (("Block diagram", DiagramView), ("Write", WritingView), ("Norms & sinks", NormsView),
         ("Cosine similarity", SimilarityView), ("Logit lens", LogitLensView), ("Logit attribution", AttributionView),
-        ("Attention", AttentionView), ("Information flow", FlowTab), ("Intervention", InterventionView),
+        ("Attention", AttentionView), ("Flow", FlowTab), ("Intervention", InterventionView),
         ("Patching", PatchingView))
-TAB_HEADERS_WRAP = ".bk-headers-wrapper { flex-wrap: wrap; }"  # every tab reachable at 1024 pixels, none scrolled away
+# Every tab reachable at 1024 pixels, none scrolled away, the ten headers on two rows beside the sidebar.
+TAB_HEADERS_WRAP = (".bk-headers-wrapper { flex-wrap: wrap; } "
+                    ".bk-tab { padding-left: 12px !important; padding-right: 12px !important; }")
 # Presenter mode's tab headers: as large as the least text, all seven on two rows at 1024 pixels.
-PRESENTER_TAB_HEADERS = ".bk-tab { font-size: 20px; padding: 3px 10px; }"
+PRESENTER_TAB_HEADERS = ".bk-tab { font-size: 20px; padding: 3px 10px !important; }"
 # Presenter mode: no text under 20 pixels (the widgets' 0.8rem included; the sizes are page.css's variables, which reach
 # inside every pane), code as large as the text around it, and a slim header, so the figures get the screen's height.
 PRESENTER_CSS = """
