@@ -14,6 +14,7 @@ from model_backend.names import full_name, parse_full_name
 from model_backend.norms import SinkReport
 from model_backend.part_descriptions import PartDescription
 from model_backend.run import Run
+from model_backend.steering_size import steering_report
 from model_backend.tokens import visible_token
 
 from .diagram_parts import parse_part_id
@@ -85,6 +86,18 @@ def next_token_lines(run: Run) -> str:
             f"{logits.size:,} tokens</p>")
 
 
+def steering_lines(run: Run, layer: int) -> str:
+    """On the steered block's card: what was added to its input, and how large beside the stream there."""
+    if run.steering is None or run.steering.block != layer:
+        return ""
+    report = steering_report(run, run.steering)
+    return (f"<p class='card-steered'><b>Steered</b>: +{run.steering.alpha:g}·v added to "
+            f"<code>{html.escape(full_name('layer_input', layer))}</code> at every position, v = toward "
+            f"{html.escape(visible_token(run.steering.toward))} − away from "
+            f"{html.escape(visible_token(run.steering.away))}; |α·v| = {report.vector_norm:.1f}, "
+            f"{report.ratio:.2f}× the median norm of the stream there.</p>")
+
+
 def card_class(part_id: str) -> str:
     """The CSS class that names a part's card on the page (the diagram scrolls a newly pinned card into view)."""
     return "card-" + part_id.replace(".", "-")
@@ -140,7 +153,7 @@ class PartCard:
         self.plot_pane.visible = bool(live)
         if self.kind.key == "block":
             extra += (f"<p><b>Identity check</b>: layer_input + attention_output + mlp_output vs layer_output, "
-                      f"max error {block_identity_error(run, self.layer):.2e}</p>")
+                      f"max error {block_identity_error(run, self.layer):.2e}</p>") + steering_lines(run, self.layer)
         if self.kind.key == "logits":
             extra += next_token_lines(run)
         self.live.object = extra

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import param
 
 from model_backend.tokens import SURROGATE
@@ -16,6 +18,15 @@ class UrlText(param.String):
     @classmethod
     def serialize(cls, value):
         return SURROGATE.sub("\ufffd", value)
+
+
+@dataclass(frozen=True, eq=False)
+class BranchAsk:
+    """A click in the branches: every click is a new ask, even of the same branch or alternative."""
+
+    show: int | None = None  # the branch to show in every tab
+    step: int | None = None  # or the step of the shown branch to continue from, with ``token_id`` there
+    token_id: int | None = None
 
 
 class ExplorerState(param.Parameterized):
@@ -63,6 +74,10 @@ class ExplorerState(param.Parameterized):
     top_p = param.Number(default=1.0, label="top-p", doc="sample among the likeliest tokens whose probabilities "
                                                          "reach p, in (0, 1]")
     seed = param.Integer(default=0, label="seed", doc="the sampler's seed: the same seed writes the same text")
+    branches = param.Integer(default=1, bounds=(1, 5), label="branches",
+                             doc="texts written side by side, one seed each (seed, seed + 1, …)")
+    branch_step = param.Integer(default=1, bounds=(1, None), label="branch at step",
+                                doc="the written step whose alternatives can start a new branch")
     # The steering's defaults change SmolLM2's continuation of the France prompt and keep it fluent
     # (tests/test_smollm2_generation.py): " Paris." becomes " Rome."
     steer = param.Boolean(default=False, label="steer", doc="add α·(toward − away) to one block's input while writing")
@@ -122,6 +137,15 @@ class ExplorerState(param.Parameterized):
     flow_note = param.String(default="", doc="why the Information flow tab has no graph (too long, not decomposed "
                                              "for this family, failed); empty otherwise")
     writing = param.Parameter(default=None, doc="WrittenText: the continuation being written or last written")
+    branch_texts = param.List(default=[], doc="WrittenText of every branch, in the order written; empty when one "
+                                              "text was written")
+    shown_branch = param.Integer(default=0, doc="the branch ``writing`` is and every tab shows")
+    branch_parting = param.Integer(default=None, allow_None=True, doc="the first step at which the seeded branches "
+                                                                      "differ (0-based); None: they are all the same")
+    branch_ask = param.Parameter(default=None, doc="a click's BranchAsk: continue the shown branch from a step with "
+                                                   "an alternative, or show another branch in every tab")
+    branched = param.List(default=[], doc="(branch continued, step, token id) of every branch continued from an "
+                                          "alternative, in order: a link writes them again")
     write_check = param.String(default="", doc="the steering's check (α = 0 writes the plain text), as HTML")
     url_note = param.String(default="", doc="what of the page's link could not be used, and what is used instead")
 

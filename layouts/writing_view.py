@@ -1,7 +1,8 @@
 """The Write tab: the settings of a generation and of a steering, the text as it is written (each token with its
 probability and the five alternatives of its step), the commitment strip (each written token coloured by the first
 block whose logit lens has it on top; a click opens the lens there) and, when steered, the plain continuation beside
-the steered one with the first differing token marked."""
+the steered one with the first differing token marked. Branches, several texts of one prompt, are listed one per
+row with the step where they part marked; each step's alternatives are buttons that continue the shown branch."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from bokeh.palettes import Viridis256
 from model_backend.tokens import visible_token
 
 from .highlight import box, marks_for, show_highlight
+from .state import BranchAsk
 from .style import readable_figure
 from .tab_view import TabView
 
@@ -39,6 +41,9 @@ class WrittenText:
     done: bool = False  # captured in one pass: the other tabs show it
     steering: str = ""  # "+4·v at block 10 (toward ␣dog, away from ␣cat)"; empty when not steered
     plain: list[str] | None = field(default=None)  # the unsteered continuation, for comparison
+    token_ids: list[int] = field(default_factory=list)  # the written tokens' ids
+    alternative_ids: list[list[int]] = field(default_factory=list)  # the alternatives' token ids, step by step
+    label: str = ""  # which branch: "seed 3", or "step 4 → ␣the" for one continued from an alternative
 
 
 def first_difference(a: list[str], b: list[str]) -> int | None:
@@ -100,10 +105,37 @@ def comparison_html(written: WrittenText) -> str:
             f"<b>plain</b>: {line(written.plain)}<br>{where}</p>")
 
 
+def branch_rows_html(texts: list[WrittenText], parting: int | None) -> list[str]:
+    """One line per branch: its label and written tokens, the token at the step where the seeded branches part
+    marked."""
+    def row(written: WrittenText) -> str:
+        tokens = "".join(f"<mark>{html.escape(visible_token(token))}</mark>" if index == parting
+                         else html.escape(token) for index, token in enumerate(written.tokens))
+        return f"<span class='branch-text'><b>{html.escape(written.label)}</b>: {tokens}</span>"
+    return [row(written) for written in texts]
+
+
+def parting_words(texts: list[WrittenText], parting: int | None) -> str:
+    if len(texts) < 2:
+        return ""
+    if parting is None:
+        return (f"<p class='branch-parting'>The {len(texts)} branches write the same text: greedy decoding writes "
+                f"one text whatever the seed (tick <i>sample</i> to let them part).</p>")
+    return (f"<p class='branch-parting'>The branches part at written token {parting + 1} (marked): before it they "
+            f"read the same text, so its five alternatives are the same for all of them.</p>")
+
+
+def alternative_choices(written: WrittenText, step: int) -> list[tuple[str, int, bool]]:
+    """A step's alternatives as (label, token id, whether it is the token written there)."""
+    return [(f"{visible_token(token)} {probability:.2f}", token_id, token_id == written.token_ids[step])
+            for (token, probability), token_id in zip(written.alternatives[step], written.alternative_ids[step])]
+
+
 class WritingView(TabView):
     """Write's settings, its text as it comes, the commitment strip and the steered-against-plain comparison."""
 
-    watches = ("writing", "write_check", "run", "highlight")
+    watches = ("writing", "write_check", "run", "highlight", "branch_texts", "branch_parting", "shown_branch",
+               "branch_step")
 
     def build(self) -> None:
         state = self.state
@@ -116,7 +148,8 @@ class WritingView(TabView):
             widget.FloatInput.from_param(state.param.temperature, width=150),
             widget.IntInput.from_param(state.param.top_k, width=110),
             widget.FloatInput.from_param(state.param.top_p, width=110),
-            widget.IntInput.from_param(state.param.seed, width=110), sizing_mode="stretch_width")
+            widget.IntInput.from_param(state.param.seed, width=110),
+            widget.IntInput.from_param(state.param.branches, width=120), sizing_mode="stretch_width")
         self.steering = pn.FlexBox(
             widget.Checkbox.from_param(state.param.steer, width=100),
             widget.IntInput.from_param(state.param.steer_block, width=150),
@@ -127,6 +160,12 @@ class WritingView(TabView):
         self.compare = pn.pane.HTML("", sizing_mode="stretch_width")
         self.check = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.parting = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.branch_rows = pn.Column(sizing_mode="stretch_width")
+        self.alternatives_shown = None  # (text, step) whose alternatives the buttons offer
+        self.alternatives = pn.FlexBox(sizing_mode="stretch_width")
+        self.branching = pn.Row(widget.IntInput.from_param(state.param.branch_step, width=150), self.alternatives,
+                                sizing_mode="stretch_width", visible=False)
         self.strip_cells = ColumnDataSource({"x": [], "token": [], "color": [], "block": [], "p": [],
                                              "position": []}, name="commitment_cells")
         self.strip = readable_figure(name="commitment_strip", height=170, x_range=(-0.5, 0.5), y_range=(-0.5, 0.5),
@@ -150,9 +189,9 @@ class WritingView(TabView):
                              "continuation replays exactly. <i>steer</i> adds α·(toward − away) to the chosen "
                              "block's input at every position: the two texts' <code>layer_input</code> at their "
                              "last position, each run as the prompt is.</p>", sizing_mode="stretch_width")
-        return pn.Column(about, self.controls, self.steering, self.text, self.compare, self.check,
-                         pn.pane.Bokeh(self.strip, sizing_mode="stretch_width"), self.table,
-                         sizing_mode="stretch_width")
+        return pn.Column(about, self.controls, self.steering, self.text, self.compare, self.check, self.parting,
+                         self.branch_rows, self.branching, pn.pane.Bokeh(self.strip, sizing_mode="stretch_width"),
+                         self.table, sizing_mode="stretch_width")
 
     def refresh(self) -> None:
         written = self.state.writing
@@ -169,6 +208,38 @@ class WritingView(TabView):
         self.compare.object = comparison_html(written)
         self.table.object = steps_table(written)
         self.show_commitment(written)
+        self.show_branches(written)
+
+    def show_branches(self, written: WrittenText) -> None:
+        """A row per branch with a button that shows it in every tab, and once the shown text is captured, the
+        alternatives of its chosen step as buttons that continue it from there."""
+        state, texts = self.state, self.state.branch_texts
+        self.parting.object = parting_words(texts, state.branch_parting)
+        rows = branch_rows_html(texts, state.branch_parting)
+        if len(self.branch_rows) != len(rows):
+            self.branch_rows[:] = [pn.Row(pn.widgets.Button(name="show", width=90, on_click=self.show(index)),
+                                          pn.pane.HTML(sizing_mode="stretch_width"), sizing_mode="stretch_width")
+                                   for index in range(len(rows))]
+        for index, (row, line) in enumerate(zip(self.branch_rows, rows)):
+            button, text = row
+            button.name, button.disabled = ("shown", True) if index == state.shown_branch else ("show",
+                                                                                                not written.done)
+            text.object = line
+        self.branching.visible = written.done and bool(written.tokens)
+        if not self.branching.visible:
+            return
+        step = min(max(state.branch_step, 1), len(written.tokens)) - 1
+        if self.alternatives_shown != (written, step):
+            self.alternatives_shown = (written, step)
+            self.alternatives[:] = [pn.pane.HTML("<span class='branch-offer'>continue from here with:</span>")] + [
+                pn.widgets.Button(name=label, disabled=chosen, width=130, on_click=self.continue_with(step, token_id))
+                for label, token_id, chosen in alternative_choices(written, step)]
+
+    def show(self, index: int):
+        return lambda _event: setattr(self.state, "branch_ask", BranchAsk(show=index))
+
+    def continue_with(self, step: int, token_id: int):
+        return lambda _event: setattr(self.state, "branch_ask", BranchAsk(step=step, token_id=token_id))
 
     def show_commitment(self, written: WrittenText) -> None:
         """The strip's cells: one per written token, coloured once the whole text is captured and read."""

@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # F401 below: each name is exported by __getattr__ and __all_
     from .similarity import (LaminarProfile, laminar_profile, token_across_layers,  # noqa: F401
                              tokens_within_layer)
     from .steered_pass import SteeringVector, steered  # noqa: F401
-    from .steering import Steering, steering_for, steering_report, steering_vector  # noqa: F401
+    from .steering import Steering, steering_for, steering_vector  # noqa: F401
+    from .steering_size import SteeringReport, steering_report  # noqa: F401
 
 EXPORTS = {
     "attribution": ("LogitAttribution", "direct_logit_attribution"),
@@ -53,7 +54,8 @@ EXPORTS = {
     "run": ("Run",),
     "similarity": ("LaminarProfile", "laminar_profile", "token_across_layers", "tokens_within_layer"),
     "steered_pass": ("SteeringVector", "steered"),
-    "steering": ("Steering", "steering_for", "steering_report", "steering_vector"),
+    "steering": ("Steering", "steering_for", "steering_vector"),
+    "steering_size": ("SteeringReport", "steering_report"),
 }
 MODULE_OF = {name: module for module, names in EXPORTS.items() for name in names}
 __all__ = sorted(MODULE_OF)

@@ -20,7 +20,8 @@ from model_backend.generation import (WriteSettings, capture_generation, check_r
                                       processed_scores, start_decoding)
 from model_backend.names import RESIDUAL_SUBLAYER_ORDER, full_name
 from model_backend.steered_pass import steered
-from model_backend.steering import Steering, steering_for, steering_report, steering_vector
+from model_backend.steering import Steering, steering_for, steering_vector
+from model_backend.steering_size import steering_report
 
 PROMPT = "The capital of France is"
 NEW_TOKENS = 8

@@ -19,7 +19,9 @@ from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
 from layouts.style import title_lines
 from model_backend.families import FAMILIES
-from model_backend import capture_run, detect_sinks, joined_lens, logit_lens
+from model_backend import capture_run, capture_token_ids, detect_sinks, joined_lens, logit_lens
+from model_backend.steering import Steering, steering_for
+from model_backend.steering_size import steering_report
 
 HTML_PROMPT = "<img src=x onerror=alert(1)> & <b>"
 
@@ -104,6 +106,20 @@ def test_cards_escape_tokens_and_report_the_identity_check(gpt2):
     assert "Identity check" in html
     assert block_identity_error(state.run, 1) < 1e-4
     assert "<img" not in sink_summary(state.run, state.sinks)
+
+
+def test_the_steered_block_s_card_says_what_was_added_and_how_large_beside_the_stream(gpt2):
+    vector = steering_for(gpt2, Steering(block=1, toward=" dog", away=" cat<b>", alpha=4.0))
+    run = capture_token_ids(gpt2, gpt2.tokenizer.encode("The capital of France is"), steering=vector)
+    report = steering_report(run, vector)
+    shown = {}
+    for block in (0, 1):
+        card = PartCard(f"block.{block}", gpt2.family, run.n_layers, on_close=print)
+        card.show(run, detect_sinks(run))
+        shown[block] = "".join(pane.object for pane in card.layout.select(pn.pane.HTML))
+    assert "Steered" not in shown[0]
+    assert "+4·v added to <code>layers.1.layer_input</code>" in shown[1] and "&lt;b&gt;" in shown[1]
+    assert f"|α·v| = {report.vector_norm:.1f}, {report.ratio:.2f}× the median norm" in shown[1]
 
 
 def test_part_ids_round_trip_and_clicks_find_boxes():

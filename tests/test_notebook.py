@@ -16,9 +16,13 @@ from conftest import run_coroutine
 from nbclient import NotebookClient
 
 from layouts.diagram_parts import diagram_parts
+from layouts.state import BranchAsk
 from model_backend import capture_run
-from viz_app.notebook import (attention_view, attribution_view, diagram_view, explorer, intervention_view,
-                              logit_lens_view, norms_view, patching_view, similarity_view)
+from model_backend.branches import BranchStart, continue_from, parting_step
+from model_backend.generation import WriteSettings, generate_tokens
+from model_backend.tokens import encode_prompt
+from viz_app.notebook import (attention_view, attribution_view, diagram_view, explorer, generation_view,
+                              intervention_view, logit_lens_view, norms_view, patching_view, similarity_view)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "examples" / "explore.ipynb"
 CELL_SECONDS = 300
@@ -32,6 +36,7 @@ FIGURE_BY_CALL = {
     "attribution_view(": "logit_attribution",
     "diagram_view(": "block_diagram",
     "intervention_view(": "intervention",
+    "generation_view(": "commitment_strip",
     "explorer(": "Block diagram",
 }
 
@@ -107,6 +112,35 @@ def test_the_patching_view_shows_every_cell_and_answers_a_new_corrupted_prompt(g
         assert view.state.patching.pair.corrupted.prompt == "The capital of Spain is"
 
     run_coroutine(patch_and_change())
+
+
+def test_the_generation_view_shows_the_backend_s_branches_and_continues_one_after_the_call(gpt2):
+    prompt = "The capital of France is"
+    view = generation_view(gpt2, prompt, 6, temperature=1.5, branches=3)
+    state, prompt_ids = view.state, encode_prompt(gpt2, prompt, bos=True)
+    expected = [generate_tokens(gpt2, prompt_ids, WriteSettings(max_new_tokens=6, temperature=1.5, seed=seed))
+                for seed in range(3)]
+    assert [text.token_ids for text in state.branch_texts] == [each.generated_ids.tolist() for each in expected]
+    assert state.branch_parting == parting_step(expected) is not None
+    assert state.run.seq_len == len(prompt_ids) + 6 and state.run.generated_from == len(prompt_ids)
+    root = pn.panel(view).get_root(Document())
+    cells = next(s for s in root.select({"type": ColumnDataSource}) if s.name == "commitment_cells")
+    assert len(cells.data["x"]) == 6 and "…" not in cells.data["block"]
+    step = state.branch_parting
+    alternative = next(int(token) for token in expected[0].steps[step].top_ids
+                       if token != expected[0].generated_ids[step])
+    branch = continue_from(gpt2, BranchStart(expected[0], step, alternative), expected[0].settings)
+
+    async def continue_the_first() -> None:
+        state.branch_ask = BranchAsk(step=step, token_id=alternative)
+        for _ in range(600):
+            if len(state.branch_texts) == 4 and state.writing.done:
+                break
+            await asyncio.sleep(0.05)
+        assert state.branch_texts[3].token_ids == branch.generated_ids.tolist() == state.writing.token_ids
+        assert state.run.token_ids[len(prompt_ids):].tolist() == branch.generated_ids.tolist()
+
+    run_coroutine(continue_the_first())
 
 
 def test_a_view_refuses_a_block_the_model_lacks(gpt2):

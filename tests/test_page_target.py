@@ -144,7 +144,7 @@ def test_a_clicked_other_spelling_is_followed_in_every_tab(page_with_checks, tin
     page.wait_for_function("""() => {
         const view = Bokeh.index.query_one(v => v.model.name === "lens_target");
         return view && view.model.title.text.startsWith("p(London)") && view.has_finished();
-    }""")
+    }""", timeout=2 * RUN_SECONDS)
     assert math.isclose(lens_target_title_and_last_p(page)[1], chosen.probability, rel_tol=1e-3)
     page.screenshot(path=ARTIFACTS / "page-target-other-spelling.png")
 

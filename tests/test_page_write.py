@@ -1,12 +1,18 @@
 """The Write tab in a real browser on the tiny GPT-2: the tokens the page writes are the backend's greedy ones, the
 written text becomes the run every tab shows (its positions marked on the token axes), the commitment strip is
 drawn and a click on it opens the logit lens, a steering shows the plain continuation beside it with the α = 0
-check, and bad settings are refused with a message while the page stays usable."""
+check, branches part where the backend's do and an alternative continues one (a link writes them all again), and
+bad settings are refused with a message while the page stays usable."""
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import replace
+
 from playwright.sync_api import Page, expect
 
+from model_backend.branches import BranchStart, continue_from, parting_step
 from model_backend.generation import WriteSettings, generate_tokens
 from model_backend.steering import Steering, steering_for
 from model_backend.tokens import encode_prompt, token_strings, visible_token
@@ -115,3 +121,54 @@ def test_bad_write_settings_are_refused_and_the_page_stays_usable(page_with_chec
                                                                            timeout=10_000)
     set_field(page, "new tokens", 2)
     write(page)
+
+
+def test_branches_part_where_the_backend_s_do_and_an_alternative_continues_the_shown_one(page_with_checks,
+                                                                                        tiny_model):
+    page = page_with_checks
+    prompt_ids = encode_prompt(tiny_model, PROMPT, bos=True)
+    settings = WriteSettings(max_new_tokens=NEW_TOKENS, temperature=1.5, top_k=50, top_p=1.0, seed=0)
+    branches = [generate_tokens(tiny_model, prompt_ids, replace(settings, seed=seed)) for seed in range(3)]
+    parting = parting_step(branches)
+    assert parting is not None  # three seeds at temperature 1.5 on a random model
+    run_prompt(page, PROMPT, len(prompt_ids))
+    page.locator(".bk-tab", has_text="Write").click()
+    set_field(page, "new tokens", NEW_TOKENS)
+    page.locator(".bk-label", has_text="sample").first.click()
+    set_field(page, "temperature", 1.5)
+    set_field(page, "branches", 3)
+    write(page)
+    rows = page.locator(".branch-text")
+    expect(rows).to_have_count(3)
+    for seed in range(3):
+        expect(rows.nth(seed)).to_contain_text(f"seed {seed}:")
+        expect(rows.nth(seed).locator("mark")).to_have_text(
+            visible_token(token_strings(tiny_model, [int(branches[seed].generated_ids[parting])])[0]))
+    expect(page.locator(".branch-parting")).to_contain_text(f"part at written token {parting + 1}")
+    assert page.evaluate(STRIP_CELLS) == written_tokens(tiny_model, branches[0])
+
+    step = branches[0].steps[parting]
+    alternative = next(int(token) for token in step.top_ids if token != branches[0].generated_ids[parting])
+    expected = continue_from(tiny_model, BranchStart(branches[0], parting, alternative), settings)
+    word = visible_token(token_strings(tiny_model, [alternative])[0])
+    page.locator(".bk-btn", has_text=re.compile(rf"^{re.escape(word)} ")).first.click()
+    expect(rows).to_have_count(4, timeout=60_000)
+    expect(page.locator(".status-line")).to_contain_text(f"seed 0, step {parting + 1} → {word}", timeout=60_000)
+    cells = json.dumps(written_tokens(tiny_model, expected), separators=(",", ":"), ensure_ascii=False)
+    page.wait_for_function(f"() => JSON.stringify(({STRIP_CELLS})()) === {json.dumps(cells)}", timeout=30_000)
+    assert "branches=3" in page.url and "branched=" in page.url
+    page.screenshot(path=ARTIFACTS / "page-branches.png", full_page=True)
+
+    page.get_by_role("button", name="show", exact=True).first.click()  # the first seed's text back in every tab
+    expect(page.locator(".status-line")).to_contain_text(f"{NEW_TOKENS} written · seed 0", timeout=60_000)
+    student = page.context.new_page()  # the link writes the same branches, the continued one included
+    student.goto(page.url)
+    student.locator(".bk-tab", has_text="Write").click()
+    expect(student.locator(".branch-text")).to_have_count(4, timeout=90_000)
+    for index in range(4):
+        expect(student.locator(".branch-text").nth(index)).to_have_text(rows.nth(index).inner_text())
+    student.close()
+
+
+def written_tokens(loaded, generation) -> list[str]:
+    return [visible_token(token) for token in token_strings(loaded, generation.generated_ids.tolist())]

@@ -8,6 +8,7 @@ the view asks for later (another block, target or α, Scale each block) is compu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import panel as pn
 
@@ -20,27 +21,40 @@ from layouts.norms_view import NormsView
 from layouts.patching_view import PatchingView
 from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
+from layouts.writing_view import WritingView
 from model_backend.attribution import direct_logit_attribution
+from model_backend.branches import branch_seeds, parting_step
 from model_backend.capture import capture_run
+from model_backend.commitment import commitment_blocks
+from model_backend.generation import WriteSettings, capture_generation, generate_tokens
 from model_backend.interventions import scaling_sweep
 from model_backend.lens import logit_lens
 from model_backend.norms import detect_sinks
 from model_backend.loaded_model import LoadedModel
 from model_backend.patching import pair_with_run, patching_of
 from model_backend.run import Run
+from model_backend.steering import Steering, steering_for
 from model_backend.targets import TargetMatch, match_target
+from model_backend.tokens import encode_prompt
 
 from .models import ModelOutcome, shared_model
 from .page import explorer_inline
 from .analysis import decoded
 from .lens_reading import LENS_TOP_K
 from .session import ExplorerSession
+from .writing import written_text
 
 DEFAULT_ALPHA = ExplorerState.param.alpha.default
 
 
 def controlled_state(loaded: LoadedModel | None, run: Run, layer: int = 0, token: int = 0, **choices) -> ExplorerState:
     """A state showing ``run`` with what the page computes after a pass, watched by a controller for ``loaded``."""
+    return controlled_session(loaded, run, layer, token, **choices).state
+
+
+def controlled_session(loaded: LoadedModel | None, run: Run, layer: int = 0, token: int = 0,
+                       **choices) -> ExplorerSession:
+    """The controller of ``controlled_state``: its Writer keeps a notebook's written branches."""
     if not 0 <= layer < run.n_layers:
         raise ValueError(f"layer {layer} is outside 0..{run.n_layers - 1}")
     if not 0 <= token < run.seq_len:
@@ -48,7 +62,7 @@ def controlled_state(loaded: LoadedModel | None, run: Run, layer: int = 0, token
     session = ExplorerSession([], ExplorerState(prompt=run.prompt, bos=run.bos, layer=layer, token=token, **choices))
     session.loaded = loaded
     session.state.param.update(family=None if loaded is None else loaded.family, run=run, sinks=detect_sinks(run))
-    return session.state
+    return session
 
 
 def matched_target(loaded: LoadedModel, run: Run, target: str) -> TargetMatch:
@@ -152,3 +166,36 @@ def flow_view(loaded: LoadedModel, run: Run, position: int = -1, threshold: floa
     from layouts.flow_view import FlowView
     from model_backend.flow import information_flow
     return FlowView(information_flow(loaded, run), position=position, threshold=threshold, presenter=presenter)
+
+
+def generation_view(loaded: LoadedModel, prompt: str, max_new_tokens: int = 16, *, bos: bool = True,
+                    temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
+                    seed: int = 0, branches: int = 1, steering: Steering | None = None) -> WritingView:
+    """The Write tab's view of ``prompt``'s continuation, greedy (no ``temperature``) or sampled, written here by
+    the page's decoder: ``branches`` texts (seed, seed + 1, …) with their parting step, steered by ``steering`` if
+    given, the first one captured in one pass for its commitment strip. Its buttons write again, or continue a
+    branch from an alternative, after the call."""
+    settings = WriteSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                             seed=seed)
+    prompt_ids = encode_prompt(loaded, prompt, bos=bos)
+    vector = None if steering is None else steering_for(loaded, steering, bos=bos)
+    written = [generate_tokens(loaded, prompt_ids, replace(settings, seed=each), vector)
+               for each in branch_seeds(settings, branches)]
+    run = capture_generation(loaded, written[0], prompt=prompt, bos=bos)
+    blocks = [int(block) for block in commitment_blocks(loaded, run, written[0].generated_from)]
+    labels = [f"seed {each}" for each in branch_seeds(settings, branches)] if branches > 1 else [""]
+    texts = [written_text(loaded, generation, label=label, done=True, commitment=blocks if index == 0 else None)
+             for index, (generation, label) in enumerate(zip(written, labels))]
+    sampled = {} if temperature is None else {"sample": True, "temperature": temperature,  # None: every token
+                                              "top_k": len(loaded.tokenizer) if top_k is None else top_k,
+                                              "top_p": 1.0 if top_p is None else top_p}
+    steered = {} if steering is None else {"steer": True, "steer_block": steering.block,
+                                           "steer_toward": steering.toward, "steer_away": steering.away,
+                                           "steer_alpha": steering.alpha}
+    session = controlled_session(loaded, run, max_new_tokens=max_new_tokens, seed=seed, branches=branches,
+                                 **sampled, **steered)
+    session.writer.adopt(written, labels)
+    parting = parting_step(written) if branches > 1 else None
+    session.state.param.update(writing=texts[0], branch_texts=texts if branches > 1 else [], shown_branch=0,
+                               branch_parting=parting, branch_step=1 if parting is None else parting + 1)
+    return WritingView(session.state)

@@ -103,7 +103,7 @@ class ExplorerSession:
         if chosen is not None:
             await self.switch_model(chosen)
             if self.state.write:  # a link to a written text: the same settings write the same tokens
-                await self.writer.write()
+                await self.writer.write_from_link()
 
     async def load_showing_progress(self, source: str) -> ModelOutcome:
         """The shared outcome of loading ``source``, while the page says what its load is doing (a first preparation

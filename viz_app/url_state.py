@@ -20,11 +20,13 @@ from layouts.state import ExplorerState, UrlText
 from model_backend.tokens import PROMPT_MAX_BYTES
 from viz_app.panel_internals import PageLocation
 
-WRITE_KEYS = ("max_new_tokens", "sample", "temperature", "top_k", "top_p", "seed", "steer", "steer_block",
+WRITE_KEYS = ("max_new_tokens", "sample", "temperature", "top_k", "top_p", "seed", "branches", "steer", "steer_block",
               "steer_toward", "steer_away", "steer_alpha")  # in a link only where they differ from the defaults
 URL_KEYS = ("prompt", "model", "compare", "bos", "pinned", "layer", "token", "target", "target_as_written",
-            "presenter", "lesson", "corrupted_prompt", "patch_answer", "patch_wrong", *WRITE_KEYS, "write")
+            "presenter", "lesson", "corrupted_prompt", "patch_answer", "patch_wrong", *WRITE_KEYS, "write",
+            "branched")
 LESSON_STEPS = ExplorerState.param.lesson.bounds[1]
+BRANCHED_MAX = 16  # continued branches a link may ask for: each is a written text
 PINNED_MAX = 32  # cards a link may pin: each is a panel of figures the server keeps for the page
 POSITION_MAX = 1_000_000  # above any model's positions; clamped to the run's own once it is made
 NAME_MAX_CHARACTERS = 200
@@ -93,6 +95,29 @@ def read_pinned(text: str) -> tuple[list[str], str]:
                   f"{PINNED_MAX}" if left_out else "")
 
 
+def read_branches(text: str) -> tuple[int, str]:
+    low, high = ExplorerState.param.branches.bounds
+    if not (text.isascii() and text.isdigit() and low <= int(text) <= high):
+        raise BadUrlValue(f"the link's branches is {text[:20]!r}, not a number from {low} to {high}")
+    return int(text), ""
+
+
+def read_branched(text: str) -> tuple[list[tuple[int, int, int]], str]:
+    """Continued branches as a JSON list of [branch, step, token id], each a whole number from 0, at most
+    ``BRANCHED_MAX``."""
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        listed = None
+    if not (isinstance(listed, list) and all(isinstance(item, list) and len(item) == 3
+                                             and all(type(n) is int and 0 <= n <= POSITION_MAX for n in item)
+                                             for item in listed)):
+        raise BadUrlValue("the link's continued branches are not a list of [branch, step, token id]")
+    kept = [tuple(item) for item in listed[:BRANCHED_MAX]]
+    return kept, (f"the link asks for {len(listed)} continued branches; the first {BRANCHED_MAX} are written"
+                  if len(listed) > BRANCHED_MAX else "")
+
+
 def read_number(text: str, key: str) -> tuple[float, str]:
     """A finite number; whether it is in range is the Write tab's to say, with its message."""
     try:
@@ -131,12 +156,14 @@ READERS = {
     "top_k": lambda text: read_whole_number(text, "top-k"),
     "top_p": lambda text: read_number(text, "top-p"),
     "seed": lambda text: read_whole_number(text, "seed"),
+    "branches": read_branches,
     "steer": lambda text: read_switch(text, "steer"),
     "steer_block": lambda text: read_position(text, "steer block"),
     "steer_toward": read_target,
     "steer_away": read_target,
     "steer_alpha": lambda text: read_number(text, "α"),
     "write": lambda text: read_switch(text, "write"),
+    "branched": read_branched,
 }
 
 
@@ -185,6 +212,8 @@ def url_query(state: ExplorerState) -> str:
     values |= {key: write_value(state, key) for key in WRITE_KEYS}
     # a link to a written text writes it again once its prompt has run: the same settings write the same tokens
     values["write"] = "true" if state.writing is not None and state.writing.done else None
+    values["branched"] = (json.dumps([list(item) for item in state.branched], separators=(",", ":"))
+                          if values["write"] and state.branched else None)
     for long_text in ("prompt", "corrupted_prompt"):
         if len(values[long_text] or "") > LINK_PROMPT_MAX_CHARACTERS:
             del values[long_text]
