@@ -3,21 +3,11 @@ label as a ``div`` beside the input, which a click passes by (the BOS switch loo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bokeh.models import CustomJS
 
-# One listener for the whole page, added once the document is ready: clicks cross the widgets' shadow roots, and
-# the first element of the click's path is the label that was clicked.
-LABEL_CLICKS_TOGGLE = """
-if (!window.rseLabelClicksToggle) {
-    window.rseLabelClicksToggle = true;
-    document.addEventListener("click", event => {
-        const clicked = event.composedPath()[0];
-        if (!(clicked instanceof Element) || !clicked.classList.contains("bk-label")) return;
-        const box = clicked.previousElementSibling;
-        if (box && box.matches("input[type=checkbox]") && !box.disabled) box.click();
-    });
-}
-"""
+LABEL_CLICKS_TOGGLE = (Path(__file__).parent / "static" / "label_clicks_toggle.js").read_text()
 
 
 def label_clicks_toggle_checkboxes(document) -> None:

@@ -189,9 +189,9 @@ class LensReader:
         """Read the logit lens a chunk of positions at a time: first what was read ahead after the run, the
         positions on screen, then the others while no other job wants the model threads; a new run, target or
         readout stops it between chunks. A chunk the grid shows is published at once; the others once the grid
-        shows them or the last is read (``LensParts``). At a few hundred tokens the whole grid is several times the
-        pass's matmuls: it must not hold up a classroom's runs, and a user who drags the grid sideways sees the
-        positions they drag to next (``benchmarks/page_benchmark.py`` times both)."""
+        shows them or the last is read (``LensParts``). On a long prompt the whole grid costs more than the pass:
+        it must not hold up a classroom's runs, and a user who drags the grid sideways sees the positions they drag
+        to next (``benchmarks/page_benchmark.py`` times both)."""
         started = self.session.start_target_job("lens")
         if started is None:
             return

@@ -4,10 +4,10 @@ several cores: a job alone there runs on every core; a job that comes while it r
 Torch spreads an operation over the OpenMP workers of the thread that runs it, and GNU OpenMP keeps a team of them
 for every thread that has run an operation on several cores. Once a process keeps more of those workers than it has
 cores, every team's workers sleep between operations instead of spinning, and each operation then waits for them
-to wake: a pass of small operations in a thread of its own ran at half the speed it had in the main thread, on
-about one core of two (``benchmarks/model_thread_forward.py`` measures both). So the wide model thread is the only
-thread whose torch operations use several cores; the thread beside it, a model's load and the main thread compute
-on one core (``on_one_core``).
+to wake: a pass of small operations in a thread of its own then runs far slower than in the main thread
+(``benchmarks/model_thread_forward.py`` measures both; docs/performance.md has the figures). So the wide model
+thread is the only thread whose torch operations use several cores; the thread beside it, a model's load and the
+main thread compute on one core (``on_one_core``).
 
 Torch's workers meet at a barrier after every operation. When more threads want the cores than there are cores
 (the event loop serializing other students' pages, a second pass), the descheduled thread holds up every barrier:

@@ -2,7 +2,7 @@
 
 Panel's FileDownload reads the whole file on the event loop and sends it base64-encoded over the websocket: every
 page stalls while a run of a few hundred tokens (tens of MB) is read, and the base64 copy is larger than the file
-(``benchmarks/README.md`` has the figures). Here the page gets a link; Tornado's static file handler sends the
+(docs/performance.md has the figures). Here the page gets a link; Tornado's static file handler sends the
 file in chunks, with the server's own authentication (``--basic-auth`` or OAuth), and an unguessable name keeps
 each page's file its own.
 """

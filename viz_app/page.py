@@ -78,13 +78,13 @@ def explorer_page(state: ExplorerState) -> pn.template.BootstrapTemplate:
 
     Their contents are made once a browser shows the page: a page fetched and never opened, which the server keeps
     until its session expires, then holds Bootstrap's template alone. Every full garbage collection walks every
-    object of every page kept, holding the event loop, so a fuzzed or crawled server with a hundred unopened pages
-    stalled every student at each collection (``benchmarks/fuzz_server.py`` measures the longest stall). The lesson
+    object of every page kept, holding the event loop, so unopened pages would stall every student at each
+    collection (``benchmarks/fuzz_server.py`` measures the longest stall). The lesson
     panel's column stays a root of the main area: the page's stylesheet stacks it above the tabs' column, which
     scrolls on its own.
 
     Without the template's busy spinner: Panel keeps every session's spinner in one process-wide list and sets all
-    of them whenever any session's callback starts or ends, so 30 students cost 30 updates per click each. The
+    of them whenever any session's callback starts or ends, so each click costs an update per session. The
     sidebar's progress bar and status line say what this session is doing.
     """
     template = pn.template.BootstrapTemplate(
