@@ -11,6 +11,7 @@ from .diagram_parts import BOX_FILL, Part
 
 SPINE_X = -1.35
 SPINE_COLOR = "#777777"
+PRESENTER_CHARACTER_PIXELS = 11.5  # a character's width at 20 px, the label's presenter size, with room to spare
 LINE_PIXELS = 20  # blocks closer than this on screen show their ⊕ on the spine without read and write lines
 
 
@@ -44,5 +45,12 @@ def draw_residual_spine(fig, parts: list[Part], sequential: bool, pixels_per_row
     fig.scatter([SPINE_X] * len(adds), [y for _, y in adds], marker="circle_cross", size=size, fill_color="white",
                 line_color="#333333", line_width=1.5, name="residual_adds")
     fig.add_layout(Label(x=SPINE_X - 0.2, y=(chain[0].y + chain[-1].y) / 2, angle=pi / 2, text_align="center",
-                         text="residual stream · ⊕ a block adds its output", text_font_size="14px",
+                         text=spine_label((chain[0].y - chain[-1].y) * pixels_per_row), text_font_size="14px",
                          text_color="#444444", name="residual_spine_label"))
+
+
+def spine_label(spine_pixels: float) -> str:
+    """The spine's label, whole where it fits along the spine at presenter mode's 20 px, else its first words (a
+    short model's spine is shorter than the sentence)."""
+    whole = "residual stream · ⊕ a block adds its output"
+    return whole if len(whole) * PRESENTER_CHARACTER_PIXELS <= spine_pixels else "residual stream"

@@ -7,7 +7,7 @@ import textwrap
 
 import numpy as np
 from bokeh.core.property.vectorization import Value
-from bokeh.models import ColorBar, ColumnDataSource, FactorRange, FixedTicker, NoOverlap, Text, Title
+from bokeh.models import ColorBar, ColumnDataSource, FactorRange, FixedTicker, Label, NoOverlap, Text, Title
 from bokeh.plotting import figure
 
 from model_backend.tokens import visible_token
@@ -69,6 +69,9 @@ def enlarge_for_projector(fig) -> None:
             item.title_text_font_size = at_least(item.title_text_font_size, PRESENTER_LABEL_SIZE)
             item.major_label_text_font_size = at_least(item.major_label_text_font_size, PRESENTER_LABEL_SIZE)
         elif isinstance(item, Title) and item is not fig.title:
+            item.text_font_size = at_least(item.text_font_size, PRESENTER_LABEL_SIZE)
+    for item in fig.center:
+        if isinstance(item, Label):
             item.text_font_size = at_least(item.text_font_size, PRESENTER_LABEL_SIZE)
     for renderer in fig.renderers:
         glyph = getattr(renderer, "glyph", None)

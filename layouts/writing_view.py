@@ -205,6 +205,13 @@ class WritingView(TabView):
                   else f"writing… {len(written.tokens)} so far")
         self.text.object = (written_html(written)
                             + f"<p class='write-status'>{html.escape(written.settings)} · {status}</p>")
+        if not written.done and not self.state.branch_texts:  # while it writes, each step sends its token alone
+            if self.table.object:  # (each chip's tooltip has its alternatives): the last text's parts cleared once
+                self.compare.object = self.table.object = self.parting.object = ""
+                self.strip_cells.data = {key: [] for key in self.strip_cells.data}
+                self.branch_rows[:] = []
+                self.branching.visible = False
+            return
         self.compare.object = comparison_html(written)
         self.table.object = steps_table(written)
         self.show_commitment(written)
@@ -217,13 +224,13 @@ class WritingView(TabView):
         self.parting.object = parting_words(texts, state.branch_parting)
         rows = branch_rows_html(texts, state.branch_parting)
         if len(self.branch_rows) != len(rows):
-            self.branch_rows[:] = [pn.Row(pn.widgets.Button(name="show", width=90, on_click=self.show(index)),
+            self.branch_rows[:] = [pn.Row(pn.widgets.Button(label="show", width=90, on_click=self.show(index)),
                                           pn.pane.HTML(sizing_mode="stretch_width"), sizing_mode="stretch_width")
                                    for index in range(len(rows))]
         for index, (row, line) in enumerate(zip(self.branch_rows, rows)):
             button, text = row
-            button.name, button.disabled = ("shown", True) if index == state.shown_branch else ("show",
-                                                                                                not written.done)
+            button.label, button.disabled = ("shown", True) if index == state.shown_branch else ("show",
+                                                                                                 not written.done)
             text.object = line
         self.branching.visible = written.done and bool(written.tokens)
         if not self.branching.visible:
@@ -232,7 +239,7 @@ class WritingView(TabView):
         if self.alternatives_shown != (written, step):
             self.alternatives_shown = (written, step)
             self.alternatives[:] = [pn.pane.HTML("<span class='branch-offer'>continue from here with:</span>")] + [
-                pn.widgets.Button(name=label, disabled=chosen, width=130, on_click=self.continue_with(step, token_id))
+                pn.widgets.Button(label=label, disabled=chosen, width=130, on_click=self.continue_with(step, token_id))
                 for label, token_id, chosen in alternative_choices(written, step)]
 
     def show(self, index: int):

@@ -27,7 +27,8 @@ from viz_app import prompt_limits
 from viz_app.prompt_limits import check_page_token_limit
 from viz_app.publishing import Publisher
 from viz_app.session import ExplorerSession
-from viz_app.url_state import PINNED_MAX, url_choices, url_query
+from layouts.writing_view import WrittenText
+from viz_app.url_state import BRANCHED_MAX, PINNED_MAX, url_choices, url_query
 
 
 def arguments(**values: str) -> dict[str, list[bytes]]:
@@ -38,7 +39,9 @@ def arguments(**values: str) -> dict[str, list[bytes]]:
                                         ("layer", "9" * 400), ("bos", "2"), ("pinned", "{}"), ("pinned", "[[["),
                                         ("prompt", "x" * (PROMPT_MAX_BYTES + 1)), ("temperature", "nan"),
                                         ("steer_alpha", "inf"), ("top_k", "1.5"), ("seed", "x"), ("write", "yes"),
-                                        ("max_new_tokens", "9" * 40)])
+                                        ("max_new_tokens", "9" * 40), ("branches", "6"), ("branches", "0"),
+                                        ("branched", "[[0, 1]]"), ("branched", '[["0", 1, 2]]'),
+                                        ("branched", "[[0, -1, 2]]"), ("branched", "{}")])
 def test_a_bad_url_value_falls_back_to_its_default_with_a_note(key, value):
     choices, notes = url_choices(arguments(**{key: value}))
     assert key not in choices and len(notes) == 1 and "default" in notes[0]
@@ -87,6 +90,20 @@ def test_a_link_keeps_the_write_settings_that_differ_from_the_defaults_and_reads
                                           "steer_block", "steer_toward", "steer_away", "steer_alpha")} == {
         "max_new_tokens": 32, "sample": True, "temperature": 0.7, "top_p": 0.9, "seed": 5, "steer": True,
         "steer_block": 4, "steer_toward": " dog", "steer_away": "cat & <b>", "steer_alpha": 6.5}
+
+
+def test_a_link_keeps_the_branches_and_the_continued_ones_once_written_and_caps_them():
+    written = WrittenText(prompt_tokens=["The"], tokens=[" a"], probabilities=[0.5], alternatives=[[(" a", 0.5)]],
+                          n_layers=2, settings="greedy", done=True)
+    state = ExplorerState(branches=3, branched=[(0, 2, 318), (3, 0, 11)], writing=written)
+    query = url_query(state)
+    parsed = {key: [value.encode() for value in values] for key, values in parse_qs(query[1:]).items()}
+    choices, notes = url_choices(parsed)
+    assert notes == [] and choices["branches"] == 3 and choices["branched"] == [(0, 2, 318), (3, 0, 11)]
+    assert "branched" not in url_query(ExplorerState(branched=[(0, 2, 318)]))  # nothing written: nothing to continue
+    many = json.dumps([[0, 0, 1]] * (BRANCHED_MAX + 4))
+    choices, notes = url_choices(arguments(branched=many))
+    assert len(choices["branched"]) == BRANCHED_MAX and f"the first {BRANCHED_MAX}" in notes[0]
 
 
 def test_a_prompt_over_the_byte_limit_is_refused_before_tokenizing(gpt2, monkeypatch):

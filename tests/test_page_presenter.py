@@ -103,7 +103,11 @@ SMALL_BOKEH_TEXT = f"""least => {{
             }}
             if (item.type === "Legend") check(name, "legend", item.label_text_font_size);
         }}
-        for (const item of fig.center) if (item.type === "Legend") check(name, "legend", item.label_text_font_size);
+        for (const item of fig.center) {{
+            if (item.type === "Legend") check(name, "legend", item.label_text_font_size);
+            if (item.type === "Label" && item.visible && item.text) check(name, `label ${{item.name || item.text}}`,
+                                                                          item.text_font_size);
+        }}
         for (const renderer of fig.renderers) {{
             const glyph = renderer.glyph;
             if (renderer.visible && glyph && glyph.type === "Text" && renderer.data_source.get_length())

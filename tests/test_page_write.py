@@ -91,7 +91,7 @@ def test_the_page_writes_the_backend_s_tokens_and_every_tab_shows_them(page_with
 def test_a_steered_continuation_is_shown_beside_the_plain_one_with_its_check(page_with_checks, tiny_model):
     page = page_with_checks
     prompt_ids = encode_prompt(tiny_model, PROMPT, bos=True)
-    steering = Steering(1, " dog", " cat", 8.0)
+    steering = Steering(1, " big dog", " cat", 8.0)
     vector = steering_for(tiny_model, steering, bos=True)
     steered = generate_tokens(tiny_model, prompt_ids, WriteSettings(max_new_tokens=NEW_TOKENS), vector)
     run_prompt(page, PROMPT, len(prompt_ids))
@@ -99,7 +99,7 @@ def test_a_steered_continuation_is_shown_beside_the_plain_one_with_its_check(pag
     set_field(page, "new tokens", NEW_TOKENS)
     page.locator(".bk-label", has_text="steer").first.click()  # the checkbox's label
     set_field(page, "steer block", 1)
-    set_field(page, "toward", " dog")
+    set_field(page, "toward", " big dog")
     set_field(page, "away from", " cat")
     set_field(page, "α", 8)
     write(page)
@@ -108,6 +108,10 @@ def test_a_steered_continuation_is_shown_beside_the_plain_one_with_its_check(pag
     assert page.evaluate(STRIP_CELLS) == [visible_token(token) for token in
                                           token_strings(tiny_model, steered.generated_ids.tolist())]
     expect(page.locator(".status-line")).to_contain_text("steered: +8·v at block 1")
+    pieces = " ".join(visible_token(piece) for piece in token_strings(tiny_model, encode_prompt(tiny_model, " big dog",
+                                                                                                 bos=False)))
+    expect(page.locator(".write-several")).to_have_text(f"toward ␣big␣dog is 2 tokens ({pieces}): the vector reads "
+                                                        f"the layer_input at its last position, after the whole text.")
 
 
 def test_bad_write_settings_are_refused_and_the_page_stays_usable(page_with_checks, tiny_model):

@@ -5,6 +5,7 @@ commitment strip read from that run. A click on a step's alternative continues t
 
 from __future__ import annotations
 
+import html
 import time
 from dataclasses import replace
 
@@ -55,6 +56,20 @@ def steering_words(vector: SteeringVector | None) -> str:
         return ""
     return (f"+{vector.alpha:g}·v at block {vector.block}, toward {visible_token(vector.toward)}, away from "
             f"{visible_token(vector.away)}")
+
+
+def several_tokens_note(loaded: LoadedModel, vector: SteeringVector) -> str:
+    """Where a steering text is several tokens, say that its last position is the one read."""
+    notes = []
+    for side, text in (("toward", vector.toward), ("away from", vector.away)):
+        pieces = token_strings(loaded, encode_prompt(loaded, text, bos=False))
+        if len(pieces) > 1:
+            notes.append(f"{side} {html.escape(visible_token(text))} is {len(pieces)} tokens "
+                         f"({html.escape(' '.join(visible_token(piece) for piece in pieces))})")
+    if not notes:
+        return ""
+    return (f"<p class='write-several'>{'; '.join(notes)}: the vector reads the <code>layer_input</code> at its last "
+            f"position, after the whole text.</p>")
 
 
 def written_text(loaded: LoadedModel, generation: Generation, **extra) -> WrittenText:
@@ -202,16 +217,18 @@ class Writer:
 
     async def decode(self, job, decoders: list, written_so_far, shown: int) -> bool:
         """Step the decoders in turn until each is done or Stop is pressed, publishing the texts after each step;
-        False when the job was superseded."""
-        while not self.stopping and not all(decoder.done for decoder in decoders):
-            for index, decoder in enumerate(decoders):
-                if decoder.done or self.stopping:
-                    continue
-                branch = f" of branch {index + 1}" if len(decoders) > 1 else ""
-                step = await self.work.run(job, f"Writing token {len(decoder.steps) + 1}{branch}…", decoder.step)
-                if not (step.ran and job.current):
-                    return False
-                self.publish_texts(job, written_so_far(), shown, message="", write_check="")
+        False when the job was superseded. The busy line says one thing for the whole text, so that a step sends
+        the page its new token alone (the Write tab counts the tokens)."""
+        doing = "Writing…"
+        with self.session.publisher.showing(doing):
+            while not self.stopping and not all(decoder.done for decoder in decoders):
+                for decoder in decoders:
+                    if decoder.done or self.stopping:
+                        continue
+                    step = await self.work.run(job, doing, decoder.step)
+                    if not (step.ran and job.current):
+                        return False
+                    self.publish_texts(job, written_so_far(), shown, message="", write_check="")
         return True
 
     def publish_texts(self, job, generations: list[Generation], shown: int, **values) -> None:
@@ -257,4 +274,5 @@ class Writer:
         verdict = "holds" if zero_is_plain else "FAILS"
         job.publish(writing=replace(written, plain=plain_tokens),
                     write_check=f"<p class='write-check'>Check: the same steering at α = 0 writes exactly the plain "
-                                f"continuation: <b>{verdict}</b> ({len(plain_tokens)} tokens compared).</p>")
+                                f"continuation: <b>{verdict}</b> ({len(plain_tokens)} tokens compared).</p>"
+                                + several_tokens_note(loaded, generation.steering))
