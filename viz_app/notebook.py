@@ -23,10 +23,9 @@ from layouts.similarity_view import SimilarityView
 from layouts.state import ExplorerState
 from layouts.writing_view import WritingView
 from model_backend.attribution import direct_logit_attribution
-from model_backend.branches import branch_seeds, parting_step
+from model_backend.branches import branch_seeds
 from model_backend.capture import capture_run
-from model_backend.commitment import commitment_blocks
-from model_backend.generation import WriteSettings, capture_generation, generate_tokens
+from model_backend.generation import WriteSettings, generate_tokens
 from model_backend.interventions import scaling_sweep
 from model_backend.lens import logit_lens
 from model_backend.norms import detect_sinks
@@ -42,7 +41,7 @@ from .page import explorer_inline
 from .analysis import decoded
 from .lens_reading import LENS_TOP_K
 from .session import ExplorerSession
-from .writing import written_text
+from .writing import captured_texts, captured_writing, parting_choices, seed_labels
 
 DEFAULT_ALPHA = ExplorerState.param.alpha.default
 
@@ -181,21 +180,18 @@ def generation_view(loaded: LoadedModel, prompt: str, max_new_tokens: int = 16, 
     vector = None if steering is None else steering_for(loaded, steering, bos=bos)
     written = [generate_tokens(loaded, prompt_ids, replace(settings, seed=each), vector)
                for each in branch_seeds(settings, branches)]
-    run = capture_generation(loaded, written[0], prompt=prompt, bos=bos)
-    blocks = [int(block) for block in commitment_blocks(loaded, run, written[0].generated_from)]
-    labels = [f"seed {each}" for each in branch_seeds(settings, branches)] if branches > 1 else [""]
-    texts = [written_text(loaded, generation, label=label, done=True, commitment=blocks if index == 0 else None)
-             for index, (generation, label) in enumerate(zip(written, labels))]
+    analysis, blocks = captured_writing(loaded, written[0], prompt, bos, "", False)
+    labels = seed_labels(settings, branches)
+    texts = captured_texts(loaded, written, labels, 0, blocks)
     sampled = {} if temperature is None else {"sample": True, "temperature": temperature,  # None: every token
                                               "top_k": len(loaded.tokenizer) if top_k is None else top_k,
                                               "top_p": 1.0 if top_p is None else top_p}
     steered = {} if steering is None else {"steer": True, "steer_block": steering.block,
                                            "steer_toward": steering.toward, "steer_away": steering.away,
                                            "steer_alpha": steering.alpha}
-    session = controlled_session(loaded, run, max_new_tokens=max_new_tokens, seed=seed, branches=branches,
+    session = controlled_session(loaded, analysis.run, max_new_tokens=max_new_tokens, seed=seed, branches=branches,
                                  **sampled, **steered)
     session.writer.adopt(written, labels)
-    parting = parting_step(written) if branches > 1 else None
     session.state.param.update(writing=texts[0], branch_texts=texts if branches > 1 else [], shown_branch=0,
-                               branch_parting=parting, branch_step=1 if parting is None else parting + 1)
+                               **parting_choices(written))
     return WritingView(session.state)

@@ -11,7 +11,8 @@ from dataclasses import replace
 
 from layouts.writing_view import PAGE_MAX_NEW_TOKENS, WrittenText
 from model_backend import LoadedModel, PromptError
-from model_backend.branches import BranchStart, branch_of, parting_step, start_branch_from, start_branches
+from model_backend.branches import (BranchStart, branch_of, branch_seeds, parting_step, start_branch_from,
+                                    start_branches)
 from model_backend.commitment import commitment_blocks
 from model_backend.generation import Generation, WriteSettings, capture_generation, generate_tokens, generation_of
 from model_backend.steered_pass import SteeringVector
@@ -86,6 +87,25 @@ def written_text(loaded: LoadedModel, generation: Generation, **extra) -> Writte
                        steering=steering_words(generation.steering), **extra)
 
 
+def seed_labels(settings: WriteSettings, n_branches: int) -> list[str]:
+    """The seeded branches' labels ("seed 3"); one text written alone has none."""
+    seeds = branch_seeds(settings, n_branches)
+    return [f"seed {seed}" for seed in seeds] if len(seeds) > 1 else [""]
+
+
+def parting_choices(generations: list[Generation]) -> dict:
+    """Where the seeded branches part, and the step the branching buttons open on: that one, else the first."""
+    parting = parting_step(generations) if len(generations) > 1 else None
+    return {"branch_parting": parting, "branch_step": 1 if parting is None else parting + 1}
+
+
+def captured_texts(loaded: LoadedModel, generations: list[Generation], labels: list[str], shown: int,
+                   blocks: list[int]) -> list[WrittenText]:
+    """Every branch as the view draws it once the shown one is captured: that one with its commitment blocks."""
+    return [written_text(loaded, generation, label=label, done=True, commitment=blocks if index == shown else None)
+            for index, (generation, label) in enumerate(zip(generations, labels))]
+
+
 def captured_writing(loaded: LoadedModel, generation: Generation, prompt: str, bos: bool, typed_target: str,
                      as_written: bool) -> tuple[Analysis, list[int]]:
     """The prompt and the written tokens in one pass (steered as written), its analysis and each written token's
@@ -136,7 +156,7 @@ class Writer:
             settings, steering = write_settings(state), asked_steering(state, loaded)
             prompt_ids = encode_prompt(loaded, state.prompt, bos=state.bos)
             check_page_token_limit(loaded, len(prompt_ids) + settings.max_new_tokens)
-            start_branches(loaded, prompt_ids, settings, state.branches)  # refuses a count out of range
+            labels = seed_labels(settings, state.branches)  # refuses a count out of range
         except PromptError as error:
             report_failure(publisher, error)
             return
@@ -154,16 +174,14 @@ class Writer:
         if not decoding.ran:
             return
         decoders = decoding.value
-        self.generations, self.labels = [], ([f"seed {settings.seed + index}" for index in range(len(decoders))]
-                                             if len(decoders) > 1 else [""])
+        self.generations, self.labels = [], labels
 
         def written_so_far() -> list[Generation]:
             return [generation_of(decoder) for decoder in decoders]
         if not await self.decode(job, decoders, written_so_far, shown=0):
             return
         self.generations, self.n_seeded = written_so_far(), len(decoders)
-        parting = parting_step(self.generations) if len(decoders) > 1 else None
-        job.publish(branch_parting=parting, branch_step=1 if parting is None else parting + 1, branched=[])
+        job.publish(**parting_choices(self.generations), branched=[])
         await self.show_written(loaded, job, 0, started)
 
     async def answer_branch_ask(self) -> None:
@@ -257,8 +275,7 @@ class Writer:
             note += (f" · steered: +{generation.steering.alpha:g}·v at block {report.block}, |α·v| = "
                      f"{report.vector_norm:.1f}, {report.ratio:.2f}× the stream's median norm there")
         self.session.show_analysis(loaded, job, analysis, started, note=note)
-        texts = [written_text(loaded, branch, label=label, done=True, commitment=blocks if index == shown else None)
-                 for index, (branch, label) in enumerate(zip(self.generations, self.labels))]
+        texts = captured_texts(loaded, self.generations, self.labels, shown, blocks)
         written = texts[shown]
         job.publish(writing=written, branch_texts=texts if len(texts) > 1 else [], shown_branch=shown)
         if generation.steering is None or shown >= self.n_seeded:  # a continued branch has no plain twin
