@@ -156,3 +156,10 @@ class ExplorerState(param.Parameterized):
             last = self.run.n_layers - 1
             self.param.update(message=f"There is no block {self.layer}: this model has {self.run.n_layers} blocks, "
                                       f"0 to {last}; block {last} is open.", layer=last)
+
+    def forget(self, *results: str) -> None:
+        """Set these results back to their defaults and tell their views even where a result was empty already: a job
+        cancelled before it published leaves nothing to change, and a view shown must still ask again."""
+        with param.parameterized.discard_events(self):
+            self.param.update(**{name: self.param[name].default for name in results})
+        self.param.trigger(*results)

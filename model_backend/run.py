@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -12,6 +13,16 @@ from .names import MODEL_VALUES, full_name, parse_full_name
 
 if TYPE_CHECKING:
     from .steered_pass import SteeringVector
+
+# A run's arrays are read-only (several pages may show one run); torch reads them without copying, and every use
+# here makes a new tensor from them (``.double()``, ``.to(...)``, arithmetic), so its warning about them is noise.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """The array, made read-only in place: a run's values are shared, and nobody may change them."""
+    array.flags.writeable = False
+    return array
 
 
 @dataclass
@@ -43,6 +54,11 @@ class Run:
     steering: SteeringVector | None = None  # the vector added to a block's input in this pass (``steering.py``)
     generated_from: int | None = None  # the first position the model wrote itself (``generation.py``); None: none
 
+    def __post_init__(self) -> None:
+        for array in (self.token_ids, self.attention_column_sums, self.attention_diagonal, self.value_norms,
+                      *self.values.values()):
+            read_only(array)
+
     def __getitem__(self, key: str) -> np.ndarray:
         return self.logits if key == "logits" else self.values[key]
 
@@ -57,7 +73,7 @@ class Run:
     def logits(self) -> np.ndarray:
         """The model's logits [seq, vocab], computed from final_norm_output by lm_head when first read, then kept."""
         if "logits" not in self.values:
-            self.values["logits"] = self.read_logits(slice(None))
+            self.values["logits"] = read_only(self.read_logits(slice(None)))
         return self.values["logits"]
 
     def logits_at(self, positions) -> np.ndarray:

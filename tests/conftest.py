@@ -152,9 +152,17 @@ def serves_the_app(item) -> bool:
     return any("serve_app(" in inspect.getsource(code) for code in own if callable(code))
 
 
+# The files whose tests take longest, run first: the parallel suite hands out whole files in this order, and a long
+# file handed out last would leave the other workers idle while it ends.
+LONGEST_FILES = ("test_lessons_on_smollm2.py", "test_gemma3.py", "test_page_lessons.py", "test_page_families.py")
+
+
 def pytest_collection_modifyitems(items) -> None:
     """Mark ``browser`` every test that opens chromium or serves the app, so that ``pytest -m "not browser"`` runs
-    the backend and layout tests alone."""
+    the backend and layout tests alone; put the longest files first (in their own order, each file's tests in
+    theirs)."""
     for item in items:
         if BROWSER_FIXTURES.intersection(item.fixturenames) or serves_the_app(item):
             item.add_marker(pytest.mark.browser)
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -86,6 +86,19 @@ def test_a_lens_read_in_parts_sends_only_the_new_cells(gpt2):
     assert len(streamed) == 1
 
 
+def test_a_forgotten_lens_is_asked_for_again_even_before_any_part_arrived(gpt2):
+    """A target changed twice before the first read published: the lens is empty both times, and the view shown must
+    still ask for the second target's lens."""
+    state = filled_state(gpt2, HTML_PROMPT)
+    lens = LogitLensView(state)
+    asked, first = [], state.target_id
+    state.param.watch(lambda _event: asked.append(state.target_id), "lens_requested")
+    state.forget("lens", "lens_tokens")
+    state.target_id = 11
+    state.forget("lens", "lens_tokens")
+    assert asked == [first, 11] and lens.check.object.startswith("<p class='lens-check'>Reading")
+
+
 def test_dragging_the_lens_grid_tells_the_state_which_positions_it_shows(gpt2):
     state = filled_state(gpt2, HTML_PROMPT)
     lens = LogitLensView(state)

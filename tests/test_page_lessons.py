@@ -1,6 +1,6 @@
 """The guided lessons in the browser, at 1024x768: the Lessons button, then Next through all eight steps on a
-random-init GPT-2 and on SmolLM2, each step's text showing the numbers the backend computes for that run in this
-process; a shared link opens the same step on its tab."""
+random-init GPT-2, each step's text showing the numbers the backend computes for that run in this process; a shared
+link opens the same step on its tab (SmolLM2's lessons: ``test_lessons_on_smollm2.py``)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ import pytest
 import torch
 from playwright.sync_api import Page, expect
 
-from conftest import load_as_served, package_index_model_or_skip
+from conftest import load_as_served
 from layouts.corrupted_prompt import corrupted_version
 from layouts.state import ExplorerState
 from model_backend import (activation_patching, capture_run, detect_sinks, direct_logit_attribution, logit_lens,
                            scaling_sweep, token_across_layers, tokens_within_layer)
-from model_backend.model_names import SMOLLM2
 from model_backend.commitment import commitment_blocks
 from model_backend.generation import WriteSettings, capture_generation, generate_tokens
 from model_backend.steering import Steering, steering_for
@@ -190,23 +189,6 @@ def test_a_shared_link_opens_the_same_step_on_its_tab(page: Page, lesson_app):
     page.get_by_role("button", name="End lessons").click()
     expect(page.get_by_role("button", name="▶ Lessons")).to_be_visible()
     expect(page).to_have_url(re.compile(r"lesson=0"))
-
-
-def test_the_lessons_show_smollm2s_sink_and_paris(page: Page, tmp_path):
-    """All eight steps on the real model in presenter mode at 1024x768, lesson 8's steering and commitment marks
-    included, each with its text and mark on screen."""
-    smollm2 = package_index_model_or_skip(lambda: load_as_served(SMOLLM2), "SmolLM2", "RSE_REQUIRE_SMOLLM2")
-    expected = {**expected_numbers(smollm2), "name": "smollm2"}
-    expected[2] += ["<|im_start|>", "from block"]
-    expected[4].append("␣Paris")
-    process, app = serve_app(SMOLLM2, tmp_path / "server.log")
-    try:
-        os.makedirs("test-artifacts", exist_ok=True)
-        step_through_lessons(page, app.url, expected, presenter=True)  # the projector's text: the hardest fit
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-    assert "Traceback" not in app.log_without_closed_tab_reports(), app.log()
 
 
 def test_the_lens_lesson_sets_the_france_prompt_and_runs_it(page: Page, lesson_app, tiny_gpt2_dir):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 from conftest import run_coroutine
 
 from model_backend import capture_run
@@ -52,6 +54,41 @@ def test_runs_asked_while_the_threads_are_busy_share_one_pass_and_each_gets_its_
         assert analysis.run.prompt == prompt and analysis.run.tokens == alone.tokens
         for name, value in alone.values.items():
             np.testing.assert_allclose(analysis.run[name], value, rtol=1e-5, atol=1e-5 * np.abs(value).max())
+
+
+def test_a_class_asking_for_the_same_run_shares_one_row_and_a_run_still_shown_costs_no_pass(gpt2, monkeypatch):
+    """Three pages ask for one prompt and a fourth for another while the threads are busy: one pass of two rows,
+    the three get one analysis, read-only. A page asking for it while one of them still shows it gets it with no
+    pass; once none shows it, it is computed again, and so is a page's own asked again."""
+    rows = recording_batches(monkeypatch)
+    release = threading.Event()
+
+    async def class_presses_run():
+        busy = [asyncio.ensure_future(in_model_thread(release.wait)) for _ in range(MODEL_THREAD_COUNT)]
+        await asyncio.sleep(0.1)
+        asked = [asyncio.ensure_future(analysed_together(gpt2, prompt, True))
+                 for prompt in (PROMPTS[0], PROMPTS[1], PROMPTS[0], PROMPTS[0])]
+        await asyncio.sleep(0.1)
+        release.set()
+        await asyncio.gather(*busy)
+        (first, other, second, third) = await asyncio.gather(*asked)
+        late = await analysed_together(gpt2, PROMPTS[0], True)  # a student a moment late: the class still shows it
+        assert rows == [2] and first is second is third is late and other is not first
+        assert first.run.prompt == PROMPTS[0] and other.run.prompt == PROMPTS[1]
+        with pytest.raises(ValueError, match="read-only"):
+            first.run["layers.0.layer_output"][0, 0] = 1.0  # nothing one page does can change what another sees
+        alone = capture_run(gpt2, PROMPTS[0], bos=True)
+        np.testing.assert_allclose(first.run["final_norm_output"], alone["final_norm_output"], rtol=1e-5, atol=1e-5)
+        del first, second, third, late, asked  # the tasks hold their results too
+        await asyncio.sleep(0)  # and so does the loop's call that woke this coroutine with them, until it returns
+        gc.collect()  # no page shows it any more: the next ask computes it again, the other is still shared
+        assert (await analysed_together(gpt2, PROMPTS[1], True)) is other
+        await analysed_together(gpt2, PROMPTS[0], True)
+        assert rows == [2, 1]
+        again = await process_model_work().batcher(gpt2).analysed_together(PROMPTS[1], True, shown=other)
+        assert again is not other and rows == [2, 1, 1]  # Run pressed again on a page: a new pass
+
+    run_coroutine(class_presses_run())
 
 
 def test_a_lone_run_goes_through_alone_and_a_refused_prompt_does_not_stop_the_others(gpt2, monkeypatch):

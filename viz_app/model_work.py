@@ -66,8 +66,12 @@ def _run_with_fitting_threads(function, args, kwargs, counted: list[Future], wid
     counted it."""
     with _counting:  # waits until the submitter has counted this job
         _this_job.future, _this_job.wide = counted[0], wide
-    _fit_threads()
-    return function(*args, **kwargs)
+    try:
+        _fit_threads()
+        return function(*args, **kwargs)
+    finally:  # the thread forgets the job: its future holds the result, which must not outlive its pages
+        with _counting:
+            _this_job.future = None
 
 
 def _fit_threads() -> None:

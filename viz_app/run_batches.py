@@ -2,6 +2,11 @@
 pressing Run together costs a few passes of larger matrices instead of thirty small ones, each session then getting
 its own rows. ``benchmarks/classroom_load.py`` measures what it saves.
 
+Runs that ask for the same thing (the same prompt, BOS and target on the same model) are computed once: asked
+together they share one row of one pass, and asked while a session still shows that analysis they get it at once,
+with no pass. The sessions share it read-only (``Run`` holds read-only arrays); a kept analysis lives only as long
+as some session shows it, so keeping costs no memory beyond what the sessions show (``docs/classroom-scaling.md``).
+
 The first run asked starts a collector for its model (a ``RunBatcher`` per model and event loop): one job on the
 shared model threads (``model_work.py``) that takes every run waiting when a thread takes it up. A lone run's job
 therefore starts as soon as a thread is free, with no waiting window. A job cuts its runs into batches of similar
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -41,6 +47,12 @@ class AskedRun:
     typed_target: str  # matched after the prompt once its run is captured
     analysis: Future
     target_as_written: bool = False  # the typed target is an offered spelling, matched as written
+    shown: object = None  # the analysis the asking page shows now: asked again, it is computed again
+
+    @property
+    def asks_for(self) -> tuple:
+        """Everything the run's analysis depends on besides the model: runs that ask for the same share one."""
+        return self.prompt, self.bos, self.typed_target, self.target_as_written
 
 
 class RunBatcher:
@@ -53,12 +65,17 @@ class RunBatcher:
         self.collecting = False  # whether a collector runs
         self.asking = threading.Lock()
         self.tasks: set[asyncio.Future] = set()  # the collector and its releases, kept referenced until they end
+        self.kept: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # asks_for -> an analysis still shown
 
     async def analysed_together(self, prompt: str, bos: bool, typed_target: str = "",
-                                target_as_written: bool = False) -> Analysis:
+                                target_as_written: bool = False, shown: Analysis | None = None) -> Analysis:
         """What every view needs from the prompt's run, if within the page's limits, its pass shared with the runs
-        of other sessions that wait for the model at the same moment."""
-        asked = AskedRun(prompt, bos, typed_target, Future(), target_as_written)
+        of other sessions that wait for the model at the same moment; the analysis another session shows if it
+        asked for the same. ``shown``, the asking page's own, is not given back: a Run pressed again makes a new
+        pass, whose status line the page then shows."""
+        asked = AskedRun(prompt, bos, typed_target, Future(), target_as_written, shown)
+        if (shown := self.kept_for(asked)) is not None:
+            return shown
         with self.asking:
             self.waiting.append(asked)
             first = not self.collecting  # else the running collector takes this run in its next job
@@ -94,6 +111,20 @@ class RunBatcher:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
+    def kept_for(self, asked: AskedRun) -> Analysis | None:
+        """The analysis a session still shows of a run that asked for the same, if any, unless it is the asking
+        page's own."""
+        with self.asking:
+            kept = self.kept.get(asked.asks_for)
+        return None if kept is asked.shown else kept
+
+    def keep(self, outcomes: list[tuple[AskedRun, Analysis | Exception]]) -> None:
+        """Keep the analyses just made while sessions show them (an error is not kept: the next ask tries again)."""
+        with self.asking:
+            for asked, outcome in outcomes:
+                if isinstance(outcome, Analysis):
+                    self.kept[asked.asks_for] = outcome
+
     def take_waiting(self) -> list[AskedRun]:
         """Every run waiting now, taken off the queue."""
         with self.asking:
@@ -104,10 +135,20 @@ class RunBatcher:
         """Analyse the waiting runs batch by batch, taking the runs asked meanwhile into the batches not yet run:
         each batch but the last goes to ``deliver_early`` once done; returns the last batch's outcomes. The batch
         holding the runs taken earliest goes first (the shortest of those), so a run asked later never overtakes one
-        waiting already unless they share a pass."""
-        pending, taken_at, outcomes = [], {}, []
+        waiting already unless they share a pass. A run that asks for the same as one pending shares its row, and
+        one that asks for an analysis made meanwhile and still shown gets it with no pass."""
+        pending, sharing, taken_at, outcomes = [], {}, {}, []
         for turn in itertools.count():
-            taken = tokenized(self.loaded, self.take_waiting(), deliver_early)
+            taken, shown = [], []
+            for asked, ids in tokenized(self.loaded, self.take_waiting(), deliver_early):
+                if asked.asks_for in sharing:
+                    sharing[asked.asks_for].append(asked)
+                elif (kept := self.kept_for(asked)) is not None:
+                    shown.append((asked, kept))
+                else:
+                    sharing[asked.asks_for] = []
+                    taken.append((asked, ids))
+            deliver_early(shown)
             taken_at |= {id(asked): turn for asked, _ in taken}
             pending += taken
             if not pending:
@@ -117,6 +158,8 @@ class RunBatcher:
             chosen = {id(asked) for asked, _ in batch}
             pending = [item for item in pending if id(item[0]) not in chosen]
             outcomes = analysed_batch(self.loaded, batch)
+            self.keep(outcomes)
+            outcomes += [(twin, outcome) for asked, outcome in outcomes for twin in sharing.pop(asked.asks_for)]
 
 
 def deliver(outcomes: list[tuple[AskedRun, Analysis | Exception]]) -> None:

@@ -79,7 +79,8 @@ class ExplorerSession:
         self.derived_corrupted = ""  # the corrupted prompt a run derived from the prompt, replaced by the next run's
         self.state.param.watch(self.launcher(self.run_prompt), "bos")
         self.state.param.watch(self.match_typed_target, ["target", "target_as_written"])
-        self.next_probabilities = (None, None)  # (run, its next-token probabilities): a typed target's match
+        self.analysis = None  # the analysis of the run shown: a typed target is matched with its probabilities,
+        # and it stays shared with the sessions that asked for the same run while this one shows it (run_batches.py)
         self.state.param.watch(self.forget_attribution, ["run", "attribution_position", "target_id"])
         self.state.param.watch(self.forget_target_results, ["target_id", "raw_lens", "alpha"])
         self.lessons = LessonGuide(self)
@@ -152,7 +153,7 @@ class ExplorerSession:
         self.work.cancel("write")  # what was written so far stays in the Write tab
         done = await self.work.run("run", f"Running the prompt through {loaded.display_name}…",
                                    self.work.model_work.batcher(loaded).analysed_together, state.prompt, state.bos,
-                                   self.typed_target(), self.target_as_written(), for_run=None)
+                                   self.typed_target(), self.target_as_written(), self.analysis, for_run=None)
         if done.error is not None:
             self.publisher.update(stale="this prompt was not run (the sidebar says why); the views and the "
                                         "download belong to the previous run")
@@ -166,7 +167,7 @@ class ExplorerSession:
         state, run, match = self.state, analysis.run, analysis.target
         target = state.target if match.typed else analysis.top_prediction
         self.predicted_target = analysis.top_prediction
-        self.next_probabilities = (run, analysis.next_probabilities)
+        self.analysis = analysis
         self.work.cancel("lens", "sweep", "pattern", "attribution", "npz", "patching", "flow")
         typed_corrupted = state.corrupted_prompt not in ("", self.derived_corrupted)
         self.derived_corrupted = corrupted_version(state.prompt)
@@ -207,13 +208,12 @@ class ExplorerSession:
         as_written = self.target_as_written()
         if state.target_as_written and not as_written:
             state.target_as_written = ""
-        analysed, probabilities = self.next_probabilities
         shown = state.target_match
         if run is None or loaded is None or (shown is not None and (shown.typed, shown.as_written) == (typed,
                                                                                                       as_written)):
             return
-        if analysed is not run:  # a notebook's run, not analysed here: read from its logits
-            probabilities = None
+        analysed_here = self.analysis is not None and self.analysis.run is run  # else a notebook's: read its logits
+        probabilities = self.analysis.next_probabilities if analysed_here else None
         try:
             match = match_target(loaded, run, typed, state.target_id, probabilities, as_written=as_written)
         except PromptError as error:
@@ -232,18 +232,18 @@ class ExplorerSession:
         """A new target, readout or α makes the lens and the sweep stale: their jobs stop, and their views ask again
         when shown."""
         self.work.cancel("lens", "sweep")
-        self.state.param.update(lens=None, lens_tokens=None, sweep=None)
+        self.state.forget("lens", "lens_tokens", "sweep")
 
     def forget_patching(self, *_events) -> None:
         """A new corrupted prompt or token makes the patching stale: its job stops, and its view asks again when
         shown."""
         self.work.cancel("patching")
-        self.state.param.update(patching=None, patching_note="")
+        self.state.forget("patching", "patching_note")
 
     def forget_attribution(self, *_events) -> None:
         """A new run, position or target makes the attribution stale; its view asks again when shown."""
         self.work.cancel("attribution")
-        self.state.attribution = None
+        self.state.forget("attribution")
 
     def stop_jobs(self) -> None:
         """Cancel every job (the page was closed): each stops at its next step and publishes nothing."""
