@@ -83,6 +83,9 @@ def test_the_page_writes_the_backend_s_tokens_and_every_tab_shows_them(page_with
                                                                                   labels[:len(prompt_ids)])
 
     page.locator(".bk-tab", has_text="Write").click()
+    page.wait_for_function(f"() => ({FIND_VIEW})('commitment_strip')?.has_finished()", timeout=30_000)
+    page.evaluate(STRIP_CELL_CENTER, 0)  # scrolls the strip into view; its place is read once the scroll is done
+    page.wait_for_timeout(500)
     point = page.evaluate(STRIP_CELL_CENTER, 0)
     page.mouse.click(point["x"], point["y"])
     expect(page.locator(".bk-tab.bk-active")).to_have_text("Logit lens", timeout=10_000)
