@@ -74,8 +74,8 @@ class RunBatcher:
         asked for the same. ``shown``, the asking page's own, is not given back: a Run pressed again makes a new
         pass, whose status line the page then shows."""
         asked = AskedRun(prompt, bos, typed_target, Future(), target_as_written, shown)
-        if (shown := self.kept_for(asked)) is not None:
-            return shown
+        if (kept := self.kept_for(asked)) is not None:
+            return kept
         with self.asking:
             self.waiting.append(asked)
             first = not self.collecting  # else the running collector takes this run in its next job
@@ -137,18 +137,19 @@ class RunBatcher:
         holding the runs taken earliest goes first (the shortest of those), so a run asked later never overtakes one
         waiting already unless they share a pass. A run that asks for the same as one pending shares its row, and
         one that asks for an analysis made meanwhile and still shown gets it with no pass."""
-        pending, sharing, taken_at, outcomes = [], {}, {}, []
+        pending, taken_at, outcomes = [], {}, []
+        sharing: dict[tuple, list[AskedRun]] = {}  # asks_for of each pending run -> the runs that share its row
         for turn in itertools.count():
-            taken, shown = [], []
+            taken, from_kept = [], []
             for asked, ids in tokenized(self.loaded, self.take_waiting(), deliver_early):
                 if asked.asks_for in sharing:
                     sharing[asked.asks_for].append(asked)
                 elif (kept := self.kept_for(asked)) is not None:
-                    shown.append((asked, kept))
+                    from_kept.append((asked, kept))
                 else:
                     sharing[asked.asks_for] = []
                     taken.append((asked, ids))
-            deliver_early(shown)
+            deliver_early(from_kept)
             taken_at |= {id(asked): turn for asked, _ in taken}
             pending += taken
             if not pending:
