@@ -43,8 +43,14 @@ class FlowTab(TabView):
         self.graph.objects = [view]
 
     def _on_edge_tap(self, edges, _attr, _old, new) -> None:
-        """A click on an attention edge opens the Attention tab at its block and its largest head."""
         if new:
-            layer, head = edges.data["layer"][new[0]], edges.data["head"][new[0]]
-            self.state.attention_head = None  # the same head asked again still opens it
-            self.state.param.update(layer=layer, attention_head=head, shown_tab="Attention")
+            # Changing Panel and Bokeh models from inside a Bokeh callback: leave it to the next tick.
+            pn.state.execute(partial(self.open_head_of, edges, new[0]), schedule=True)
+
+    def open_head_of(self, edges, index: int) -> None:
+        """Open the Attention tab at the clicked edge's block and its largest head; the click's selection is
+        cleared, so the same edge clicked again opens it again."""
+        edges.selected.indices = []
+        layer, head = edges.data["layer"][index], edges.data["head"][index]
+        self.state.attention_head = None  # the same head asked again still opens it
+        self.state.param.update(layer=layer, attention_head=head, shown_tab="Attention")

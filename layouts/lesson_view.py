@@ -48,12 +48,12 @@ class LessonPanel(pn.viewable.Viewer):
         self.state = state
         last = len(LESSON_TITLES)
         on = state.param.lesson.rx() > 0
-        start = pn.widgets.Button(label="▶ Lessons: what the residual stream shows", button_type="success",
+        start = pn.widgets.Button(label="▶ Lessons: what the residual stream shows", color="success",
                                   visible=state.param.lesson.rx() == 0, width=420)
         (back_label, back_width), (next_label, next_width), (end_label, end_width) = BUTTONS[state.presenter]
         back = pn.widgets.Button(label=back_label, width=back_width, disabled=state.param.lesson.rx() <= 1,
                                  description="the previous lesson")
-        forward = pn.widgets.Button(label=next_label, button_type="primary", width=next_width,
+        forward = pn.widgets.Button(label=next_label, color="primary", width=next_width,
                                     disabled=state.param.lesson.rx() >= last)
         end = pn.widgets.Button(label=end_label, width=end_width, description="End lessons")
         start.on_click(lambda _event: self.open(1))

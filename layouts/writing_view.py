@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import panel as pn
@@ -141,7 +142,7 @@ class WritingView(TabView):
         state = self.state
         widget = pn.widgets
         self.controls = pn.FlexBox(
-            widget.Button.from_param(state.param.write_requested, button_type="primary", width=90, description=None),
+            widget.Button.from_param(state.param.write_requested, color="primary", width=90, description=None),
             widget.Button.from_param(state.param.stop_requested, width=90, description=None),
             widget.IntInput.from_param(state.param.max_new_tokens, width=140),
             widget.Checkbox.from_param(state.param.sample, width=110),
@@ -266,11 +267,18 @@ class WritingView(TabView):
         self.strip.title.text = STRIP_TITLE + (f" · {start + n} tokens" if written.done else " · writing…")
 
     def _on_tap(self, _attr, _old, new) -> None:
-        """A click on a written token opens the logit lens with that position on screen."""
+        if new:
+            # Changing Panel and Bokeh models from inside a Bokeh callback: leave it to the next tick.
+            pn.state.execute(partial(self.open_lens_at, new[0]), schedule=True)
+
+    def open_lens_at(self, index: int) -> None:
+        """Open the logit lens with the clicked written token's position on screen; the click's selection is
+        cleared, so the same token clicked again opens it again."""
+        self.strip_cells.selected.indices = []
         written, run = self.state.writing, self.state.run
-        if not new or written is None or run is None or not written.done:
+        if written is None or run is None or not written.done:
             return
-        position = min(len(written.prompt_tokens) + new[0], run.seq_len - 1)
+        position = min(len(written.prompt_tokens) + index, run.seq_len - 1)
         self.state.param.update(token=position, lens_window=lens_window_around(position, run.seq_len),
                                 shown_tab="Logit lens")
 
